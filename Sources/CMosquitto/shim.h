@@ -4,13 +4,44 @@
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+/// libmosquitto 2.0's private `struct mosquitto_message_all` (lib/mosquitto_internal.h,
+/// identical from 2.0.0 to 2.0.20). The `struct mosquitto_message` handed to
+/// `on_message_v5` is its `msg` member; the DUP flag of the PUBLISH sits just before it
+/// and is not exposed by the public API. Only read through `cmosq_message_dup`, and only
+/// after checking at run time that the library is 2.0.x.
+struct cmosq_message_all_v2_0 {
+    void *next;
+    void *prev;
+    void *properties;
+    time_t timestamp;
+    int state;
+    bool dup;
+    struct mosquitto_message msg;
+    uint32_t expiry_interval;
+};
+
+/// The DUP flag of a message received through `on_message_v5` (libmosquitto 2.0.x only).
+static inline bool cmosq_message_dup(const struct mosquitto_message *msg) {
+    const char *base = (const char *)msg - offsetof(struct cmosq_message_all_v2_0, msg);
+    return ((const struct cmosq_message_all_v2_0 *)base)->dup;
+}
 
 /// True when `fd` is an unnamed, non-blocking AF_UNIX stream socket whose peer is
 /// unnamed too: what libmosquitto's internal socketpair looks like (lib/net_mosq.c
@@ -33,7 +64,36 @@ static inline bool cmosq_is_socketpair_end(int fd) {
         return false;
     }
     int flags = fcntl(fd, F_GETFL);
-    return flags >= 0 && (flags & O_NONBLOCK) != 0;
+    if (flags < 0 || (flags & O_NONBLOCK) == 0) {
+        return false;
+    }
+    /* libmosquitto 2.0 does not set close-on-exec on its pair; well-behaved libraries
+       (Foundation, NIO) do on theirs. */
+    int fdflags = fcntl(fd, F_GETFD);
+    return fdflags >= 0 && (fdflags & FD_CLOEXEC) == 0;
+}
+
+/// Writes into `out` (up to `capacity`) every descriptor of this process that
+/// `cmosq_is_socketpair_end` accepts, by listing /proc/self/fd. Returns how many.
+static inline int cmosq_collect_socketpair_ends(int *out, int capacity) {
+    DIR *dir = opendir("/proc/self/fd");
+    if (dir == NULL) {
+        return 0;
+    }
+    int listing = dirfd(dir);
+    int count = 0;
+    struct dirent *entry;
+    while (count < capacity && (entry = readdir(dir)) != NULL) {
+        if (entry->d_name[0] < '0' || entry->d_name[0] > '9') {
+            continue;
+        }
+        int fd = atoi(entry->d_name);
+        if (fd != listing && cmosq_is_socketpair_end(fd)) {
+            out[count++] = fd;
+        }
+    }
+    closedir(dir);
+    return count;
 }
 
 /// Bytes waiting to be read on `fd` (FIONREAD), or -1.
@@ -77,6 +137,14 @@ static inline int cmosq_lowest_free_fd(void) {
     }
     close(fd);
     return fd;
+}
+
+/// Names the calling thread (shown by top -H, gdb, perf). Names are cut to 15 bytes.
+static inline void cmosq_set_thread_name(const char *name) {
+    char buf[16];
+    strncpy(buf, name, sizeof(buf) - 1);
+    buf[sizeof(buf) - 1] = 0;
+    prctl(PR_SET_NAME, buf, 0, 0, 0);
 }
 
 #endif

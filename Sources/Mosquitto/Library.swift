@@ -1,0 +1,20 @@
+import CMosquitto
+
+/// Process-wide libmosquitto facts.
+public enum MosquittoLibrary {
+    /// `mosquitto_lib_init` runs once, before the first client is created.
+    static let initialized: Bool = {
+        mosquitto_lib_init() == Int32(MOSQ_ERR_SUCCESS.rawValue)
+    }()
+
+    /// The linked libmosquitto version (major, minor, revision).
+    public static let version: (major: Int, minor: Int, revision: Int) = {
+        var major: Int32 = 0, minor: Int32 = 0, revision: Int32 = 0
+        mosquitto_lib_version(&major, &minor, &revision)
+        return (Int(major), Int(minor), Int(revision))
+    }()
+
+    /// Whether the DUP flag of received messages can be read: only through libmosquitto
+    /// 2.0's private message layout (see `cmosq_message_dup` in the CMosquitto shim).
+    static let canReadDupFlag: Bool = version.major == 2 && version.minor == 0
+}

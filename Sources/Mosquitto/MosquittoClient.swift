@@ -1,0 +1,687 @@
+import CMosquitto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An MQTT client: libmosquitto underneath, driven by a `MosquittoEventLoop`.
+///
+/// The client runs on its loop's thread (the loop is its executor), so thousands of
+/// clients share one thread. Typical use:
+///
+/// ```swift
+/// var config = MosquittoClient.Configuration(clientID: "alice-phone", port: 1883)
+/// config.cleanStart = false
+/// config.sessionExpiryInterval = 7 * 24 * 3600
+/// let client = MosquittoClient(configuration: config)
+/// let session = try await client.connect()
+/// _ = try await client.subscribe("im/u/alice/inbox", qos: .atLeastOnce)
+/// try await client.publish(topic: "im/u/bob/inbox", payload: Array("hi".utf8), qos: .atLeastOnce)
+/// for await message in client.messages { ... }
+/// await client.close()
+/// ```
+///
+/// Reconnecting is the caller's policy: watch `events` and call `connect()` again.
+/// Publishes still in flight when a connection drops are resent by libmosquitto (DUP)
+/// after the next successful `connect()` and complete then; `close()` fails them.
+public actor MosquittoClient {
+    /// What the client was built with.
+    public nonisolated let configuration: Configuration
+    /// The loop that drives this client (and is its executor).
+    public nonisolated let loop: MosquittoEventLoop
+    /// Messages received on this client's subscriptions, in arrival order. One consumer.
+    /// Finishes when the client is closed.
+    public nonisolated let messages: AsyncStream<MosquittoMessage>
+    /// Connection events (connected, disconnected with the reason). One consumer.
+    /// Finishes when the client is closed.
+    public nonisolated let events: AsyncStream<Event>
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    /// A change of connection state.
+    public enum Event: Sendable, Hashable {
+        /// CONNACK accepted the connection.
+        case connected(ConnectResult)
+        /// The connection ended.
+        case disconnected(LossReason)
+    }
+
+    /// What CONNACK said.
+    public struct ConnectResult: Sendable, Hashable {
+        /// The broker resumed a stored session for this client id.
+        public var sessionPresent: Bool
+        public init(sessionPresent: Bool) { self.sessionPresent = sessionPresent }
+    }
+
+    /// Where the client stands.
+    public enum State: Sendable, Hashable {
+        case idle, connecting, connected, disconnecting, disconnected, closed
+    }
+
+    /// The client's current state.
+    public private(set) var state: State = .idle
+
+    private let messageSink: AsyncStream<MosquittoMessage>.Continuation
+    private let eventSink: AsyncStream<Event>.Continuation
+    private var io: ClientIO?
+    private var aborting = false
+
+    private var connectWaiter: CheckedContinuation<ConnectResult, any Error>?
+    private var disconnectWaiters: [CheckedContinuation<Void, Never>] = []
+    private var pendingPublishes: [Int32: PendingPublish] = [:]
+    private var pendingSubscribes: [Int32: CheckedContinuation<[ReasonCode], any Error>] = [:]
+    private var pendingUnsubscribes: [Int32: CheckedContinuation<Void, any Error>] = [:]
+    private var inflight = 0
+    private var slotWaiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
+    private var nextWaiterID: UInt64 = 0
+    private var unacknowledged: Set<UInt64> = []
+    private var nextDeliveryID: UInt64 = 0
+
+    private struct PendingPublish {
+        var qos: QoS
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    /// Creates a client. Nothing happens on the network until `connect()`.
+    public init(configuration: Configuration, loop: MosquittoEventLoop = .shared) {
+        self.configuration = configuration
+        self.loop = loop
+        (messages, messageSink) = AsyncStream.makeStream(of: MosquittoMessage.self)
+        (events, eventSink) = AsyncStream.makeStream(of: Event.self)
+    }
+
+    // MARK: Connect and disconnect
+
+    /// Connects (or reconnects) and returns when the broker accepted the connection.
+    ///
+    /// Throws `MosquittoError.connectionRefused` with the CONNACK reason (bad
+    /// credentials, not authorised...), `.connectTimeout`, or `.library` for network and
+    /// TLS failures.
+    @discardableResult
+    public func connect() async throws -> ConnectResult {
+        switch state {
+        case .idle, .disconnected: break
+        case .closed: throw MosquittoError.closed
+        case .connecting, .connected, .disconnecting:
+            throw MosquittoError.invalidState("connect() while \(state)")
+        }
+        let io = try prepareHandle()
+        state = .connecting
+        aborting = false
+        loop.forgetSocket(io)
+        io.ownedByConnector = true
+        io.tlsHandshaking = configuration.tls != nil
+        let handle = Handle(io.mosq)
+        let configuration = configuration
+        let rc: Int32 = await withCheckedContinuation { continuation in
+            loop.connector.async {
+                continuation.resume(returning: Self.startConnect(handle, configuration))
+            }
+        }
+        io.ownedByConnector = false
+        if state == .closed {
+            // close() ran meanwhile and left the handle to us.
+            loop.unregister(io)
+            throw MosquittoError.closed
+        }
+        loop.reconcileSocket(io)
+        guard rc == Int32(MOSQ_ERR_SUCCESS.rawValue) || rc == Int32(MOSQ_ERR_CONN_PENDING.rawValue) else {
+            state = .disconnected
+            io.tlsHandshaking = false
+            throw MosquittoError.code(rc)
+        }
+        io.connectDeadline = monotonicNanoseconds() + UInt64(max(configuration.connectTimeout, 0.1) * 1e9)
+        loop.markDirty(io)
+        return try await withCheckedThrowingContinuation { connectWaiter = $0 }
+    }
+
+    /// Disconnects. `reason` 0x00 (the default) is a normal disconnect: the broker
+    /// discards the will. `.disconnectWithWill` (0x04, v5 only) makes the broker publish
+    /// the will. Everything queued before (held acknowledgements included) is sent
+    /// first. Returns when the connection is closed; does nothing when not connected.
+    public func disconnect(reason: ReasonCode = .normalDisconnection, properties: MQTTProperties = MQTTProperties()) async throws {
+        guard let io, state == .connected || state == .connecting else { return }
+        if state == .connecting && io.ownedByConnector {
+            throw MosquittoError.invalidState("disconnect() while the TCP connect is in progress")
+        }
+        var list = try properties.makeList()
+        defer { if list != nil { mosquitto_property_free_all(&list) } }
+        state = .disconnecting
+        io.holdWrites = false
+        let rc = mosquitto_disconnect_v5(io.mosq, Int32(reason.rawValue), list)
+        if rc == Int32(MOSQ_ERR_NO_CONN.rawValue) {
+            connectionEnded(.normal)
+            return
+        }
+        try rc.check()
+        loop.markDirty(io)
+        await withCheckedContinuation { disconnectWaiters.append($0) }
+    }
+
+    /// Drops the connection at once without sending anything still queued: no
+    /// DISCONNECT (so the broker publishes the will), no held acknowledgements (so the
+    /// broker redelivers those messages to this session later). What a crash would do.
+    public func abort() {
+        guard let io, io.socketFD >= 0, state == .connected || state == .connecting || state == .disconnecting else { return }
+        aborting = true
+        shutdown(io.socketFD, Int32(SHUT_RDWR))
+        // The next read sees the end of the stream and closes the socket
+        // (on_disconnect runs with MOSQ_ERR_CONN_LOST, reported as `.aborted`).
+        let rc = mosquitto_loop_read(io.mosq, 1)
+        if rc != 0 { handleIOFailure(rc) }
+        loop.reconcileSocket(io)
+    }
+
+    /// Disconnects normally if connected, then releases the libmosquitto handle and its
+    /// descriptors. Operations still waiting fail with `.closed`; `messages` and
+    /// `events` finish. The client cannot be used afterwards.
+    public func close() async {
+        if state == .connected {
+            try? await disconnect()
+        }
+        guard state != .closed else { return }
+        state = .closed
+        failAll(MosquittoError.closed, includingPublishes: true)
+        if let io, !io.ownedByConnector {
+            // (While the connector still uses the handle, connect() destroys it on return.)
+            loop.unregister(io)
+        }
+        io = nil
+        messageSink.finish()
+        eventSink.finish()
+    }
+
+    // MARK: Publish
+
+    /// Publishes and returns when the broker has it: QoS 0 once written to the socket,
+    /// QoS 1 on PUBACK, QoS 2 on PUBCOMP.
+    ///
+    /// Throws `.notConnected` without queueing anything when the client is not connected
+    /// (so retrying cannot duplicate), `.publishRejected` when the broker refused it
+    /// (v5 reason >= 0x80, e.g. not authorised). At most
+    /// `configuration.maxInflightPublishes` publishes are in flight; further calls wait
+    /// for a slot. A QoS 1/2 publish in flight when the connection drops is resent after
+    /// the next `connect()` and completes then.
+    public func publish(
+        topic: String, payload: [UInt8], qos: QoS = .atMostOnce, retain: Bool = false,
+        properties: MQTTProperties = MQTTProperties()
+    ) async throws {
+        guard state == .connected else { throw MosquittoError.notConnected }
+        if configuration.protocolVersion != .v5 && !properties.isEmpty {
+            throw MosquittoError.invalidArgument("MQTT v5 properties on a 3.1.1 connection")
+        }
+        if inflight >= configuration.maxInflightPublishes {
+            try await waitForSlot()
+            guard state == .connected else {
+                releaseSlot()
+                throw MosquittoError.notConnected
+            }
+        }
+        guard let io else { throw MosquittoError.notConnected }
+        inflight += 1
+        var list: OpaquePointer?
+        do {
+            list = try properties.makeList()
+        } catch {
+            releaseSlot()
+            throw error
+        }
+        defer { if list != nil { mosquitto_property_free_all(&list) } }
+        var mid: Int32 = 0
+        let rc = payload.withUnsafeBytes { bytes in
+            mosquitto_publish_v5(io.mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain, list)
+        }
+        guard rc == Int32(MOSQ_ERR_SUCCESS.rawValue) else {
+            releaseSlot()
+            throw Self.publishError(rc, topic: topic)
+        }
+        loop.markDirty(io)
+        try await withCheckedThrowingContinuation { continuation in
+            pendingPublishes[mid] = PendingPublish(qos: qos, continuation: continuation)
+        }
+    }
+
+    /// Publishes UTF-8 text.
+    public func publish(
+        topic: String, string: String, qos: QoS = .atMostOnce, retain: Bool = false,
+        properties: MQTTProperties = MQTTProperties()
+    ) async throws {
+        try await publish(topic: topic, payload: Array(string.utf8), qos: qos, retain: retain, properties: properties)
+    }
+
+    private static func publishError(_ rc: Int32, topic: String) -> MosquittoError {
+        switch rc {
+        case Int32(MOSQ_ERR_INVAL.rawValue): return .invalidArgument("topic \"\(topic)\" or QoS")
+        case Int32(MOSQ_ERR_PAYLOAD_SIZE.rawValue), Int32(MOSQ_ERR_OVERSIZE_PACKET.rawValue):
+            return .invalidArgument("payload too large for \"\(topic)\"")
+        case Int32(MOSQ_ERR_MALFORMED_UTF8.rawValue): return .invalidArgument("topic is not valid UTF-8")
+        case Int32(MOSQ_ERR_NO_CONN.rawValue): return .notConnected
+        default: return .code(rc)
+        }
+    }
+
+    private func waitForSlot() async throws {
+        nextWaiterID += 1
+        let id = nextWaiterID
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                slotWaiters.append((id, continuation))
+            }
+        } onCancel: {
+            Task { await self.cancelSlotWaiter(id) }
+        }
+        // The slot was handed over by releaseSlot(): inflight already counts it.
+        inflight -= 1
+    }
+
+    private func cancelSlotWaiter(_ id: UInt64) {
+        if let index = slotWaiters.firstIndex(where: { $0.id == id }) {
+            slotWaiters.remove(at: index).continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    private func releaseSlot() {
+        if slotWaiters.isEmpty {
+            inflight -= 1
+        } else {
+            // Hand the slot to the next waiter (it decrements again when it takes it).
+            slotWaiters.removeFirst().continuation.resume()
+        }
+    }
+
+    // MARK: Subscribe
+
+    /// One subscription request.
+    public struct Subscription: Sendable, Hashable {
+        public var filter: String
+        public var qos: QoS
+        public var options: SubscribeOptions
+        public init(_ filter: String, qos: QoS = .atLeastOnce, options: SubscribeOptions = SubscribeOptions()) {
+            self.filter = filter
+            self.qos = qos
+            self.options = options
+        }
+    }
+
+    /// Subscribes to one filter and returns the QoS the broker granted. Throws
+    /// `.subscriptionRejected` if the broker refused it.
+    @discardableResult
+    public func subscribe(_ filter: String, qos: QoS = .atLeastOnce, options: SubscribeOptions = SubscribeOptions()) async throws -> QoS {
+        let result = try await subscribe([Subscription(filter, qos: qos, options: options)])
+        switch result[0] {
+        case .granted(let granted): return granted
+        case .rejected(let reason): throw MosquittoError.subscriptionRejected(filter: filter, reason)
+        }
+    }
+
+    /// Subscribes to several filters; one result per filter, in order.
+    public func subscribe(_ subscriptions: [Subscription]) async throws -> [SubscriptionResult] {
+        guard state == .connected, let io else { throw MosquittoError.notConnected }
+        if subscriptions.isEmpty { return [] }
+        if configuration.protocolVersion != .v5 && subscriptions.contains(where: { $0.options != SubscribeOptions() }) {
+            throw MosquittoError.invalidArgument("subscribe options need MQTT v5")
+        }
+        // libmosquitto takes one QoS and one option set per SUBSCRIBE: group by them.
+        var groups: [(key: Subscription, indices: [Int])] = []
+        for (index, subscription) in subscriptions.enumerated() {
+            var key = subscription
+            key.filter = ""
+            if let group = groups.firstIndex(where: { $0.key == key }) {
+                groups[group].indices.append(index)
+            } else {
+                groups.append((key, [index]))
+            }
+        }
+        var results = [SubscriptionResult](repeating: .rejected(.unspecifiedError), count: subscriptions.count)
+        for group in groups {
+            let filters = group.indices.map { subscriptions[$0].filter }
+            var mid: Int32 = 0
+            let rc = withCStrings(filters) { pointers in
+                mosquitto_subscribe_multiple(
+                    io.mosq, &mid, Int32(filters.count), pointers, Int32(group.key.qos.rawValue),
+                    group.key.options.mosquittoOptions, nil)
+            }
+            if rc == Int32(MOSQ_ERR_INVAL.rawValue) {
+                throw MosquittoError.invalidArgument("subscription filter in \(filters)")
+            }
+            try rc.check()
+            loop.markDirty(io)
+            let codes = try await withCheckedThrowingContinuation { pendingSubscribes[mid] = $0 }
+            for (position, index) in group.indices.enumerated() {
+                let code = position < codes.count ? codes[position] : .unspecifiedError
+                results[index] = code.isFailure ? .rejected(code) : .granted(QoS(rawValue: code.rawValue) ?? .atMostOnce)
+            }
+        }
+        return results
+    }
+
+    /// Unsubscribes from the filters; returns when the broker confirmed.
+    public func unsubscribe(_ filters: [String]) async throws {
+        guard state == .connected, let io else { throw MosquittoError.notConnected }
+        if filters.isEmpty { return }
+        var mid: Int32 = 0
+        let rc = withCStrings(filters) { pointers in
+            mosquitto_unsubscribe_multiple(io.mosq, &mid, Int32(filters.count), pointers, nil)
+        }
+        if rc == Int32(MOSQ_ERR_INVAL.rawValue) {
+            throw MosquittoError.invalidArgument("unsubscribe filter in \(filters)")
+        }
+        try rc.check()
+        loop.markDirty(io)
+        try await withCheckedThrowingContinuation { pendingUnsubscribes[mid] = $0 }
+    }
+
+    /// Unsubscribes from one filter.
+    public func unsubscribe(_ filter: String) async throws {
+        try await unsubscribe([filter])
+    }
+
+    // MARK: Manual acknowledgement
+
+    /// In `.manual` acknowledgement mode: the application is done with `message`. Once
+    /// every delivered QoS 1/2 message is acknowledged, the held PUBACKs (and anything
+    /// else queued) are written. Unknown or repeated ids are ignored.
+    public func acknowledge(_ message: MosquittoMessage) {
+        acknowledge(deliveryID: message.deliveryID)
+    }
+
+    /// See `acknowledge(_:)`.
+    public func acknowledge(deliveryID: UInt64) {
+        guard unacknowledged.remove(deliveryID) != nil, let io else { return }
+        if unacknowledged.isEmpty {
+            io.holdWrites = false
+            loop.markDirty(io)
+        }
+    }
+
+    /// Delivered messages not yet acknowledged (manual mode).
+    public var unacknowledgedCount: Int { unacknowledged.count }
+
+    /// Publishes waiting for the broker.
+    public var inflightPublishes: Int { inflight }
+
+    /// Bytes waiting in libmosquitto's internal socketpair (drained by the loop; stays
+    /// near 0), or nil without a handle.
+    public var socketPairBacklog: Int? {
+        guard let io, io.pairRead >= 0 else { return nil }
+        return Int(cmosq_pending_bytes(io.pairRead))
+    }
+
+    // MARK: Internals
+
+    /// The libmosquitto handle, created (on the loop thread) on first connect.
+    private func prepareHandle() throws -> ClientIO {
+        if let io { return io }
+        let io = try loop.register(clientID: configuration.clientID, cleanStart: configuration.cleanStart, client: self)
+        do {
+            try Self.configure(io.mosq, configuration)
+        } catch {
+            loop.unregister(io)
+            throw error
+        }
+        mosquitto_connect_v5_callback_set(io.mosq, onConnect)
+        mosquitto_disconnect_v5_callback_set(io.mosq, onDisconnect)
+        mosquitto_publish_v5_callback_set(io.mosq, onPublish)
+        mosquitto_message_v5_callback_set(io.mosq, onMessage)
+        mosquitto_subscribe_v5_callback_set(io.mosq, onSubscribe)
+        mosquitto_unsubscribe_v5_callback_set(io.mosq, onUnsubscribe)
+        self.io = io
+        return io
+    }
+
+    /// Applies options, credentials, TLS and will to a fresh handle.
+    private static func configure(_ mosq: OpaquePointer, _ configuration: Configuration) throws {
+        // Packets are only queued by calls; the loop writes them (and can hold them).
+        try mosquitto_threaded_set(mosq, true).check()
+        try mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, configuration.protocolVersion.rawValue).check()
+        try mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1).check()
+        if configuration.protocolVersion == .v5 {
+            try mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.receiveMaximum)).check()
+        }
+        if configuration.username != nil || configuration.password != nil {
+            try mosquitto_username_pw_set(mosq, configuration.username, configuration.password).check()
+        }
+        if let tls = configuration.tls {
+            let rc = mosquitto_tls_set(mosq, tls.caFile, tls.caPath, tls.certFile, tls.keyFile, nil)
+            if rc == Int32(MOSQ_ERR_INVAL.rawValue) {
+                throw MosquittoError.invalidArgument("TLS files (CA \(tls.caFile ?? tls.caPath ?? "none"), cert \(tls.certFile ?? "none"), key \(tls.keyFile ?? "none")): missing or unreadable")
+            }
+            try rc.check()
+            try mosquitto_tls_insecure_set(mosq, tls.insecure).check()
+        }
+        if let will = configuration.will {
+            if configuration.protocolVersion != .v5 && !will.properties.isEmpty {
+                throw MosquittoError.invalidArgument("will properties need MQTT v5")
+            }
+            var list = try will.properties.makeList()
+            let rc = will.payload.withUnsafeBytes { bytes in
+                mosquitto_will_set_v5(mosq, will.topic, Int32(bytes.count), bytes.baseAddress, Int32(will.qos.rawValue), will.retain, list)
+            }
+            if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) {
+                // On success libmosquitto owns the list; on failure we free it.
+                if list != nil { mosquitto_property_free_all(&list) }
+                throw rc == Int32(MOSQ_ERR_INVAL.rawValue) ? MosquittoError.invalidArgument("will topic \"\(will.topic)\"") : MosquittoError.code(rc)
+            }
+        }
+    }
+
+    /// Runs on the connector queue: name resolution and the non-blocking TCP connect
+    /// (plus the TLS setup) happen here, never on the loop thread.
+    private static func startConnect(_ handle: Handle, _ configuration: Configuration) -> Int32 {
+        let mosq = handle.raw
+        if configuration.protocolVersion == .v5 && configuration.sessionExpiryInterval > 0 {
+            var list: OpaquePointer? = nil
+            let added = mosquitto_property_add_int32(&list, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), configuration.sessionExpiryInterval)
+            if added != Int32(MOSQ_ERR_SUCCESS.rawValue) { return added }
+            // libmosquitto 2.0 has no asynchronous connect that takes CONNECT properties.
+            // mosquitto_connect_bind_v5 copies them into the handle before it validates
+            // the port (lib/connect.c), and mosquitto_connect_bind_async then sends the
+            // stored ones. An invalid port (-1) makes the first call stop right there.
+            let stored = mosquitto_connect_bind_v5(mosq, configuration.host, -1, Int32(configuration.keepalive), nil, list)
+            mosquitto_property_free_all(&list)
+            if stored != Int32(MOSQ_ERR_INVAL.rawValue) { return stored == 0 ? Int32(MOSQ_ERR_UNKNOWN.rawValue) : stored }
+        }
+        return mosquitto_connect_bind_async(mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive), nil)
+    }
+
+    /// The libmosquitto handle, handed to the connector queue.
+    private struct Handle: @unchecked Sendable {
+        // @unchecked Sendable: while the connector queue uses the handle,
+        // `ClientIO.ownedByConnector` keeps the loop (and every client method, which
+        // checks `state == .connecting`) away from it, and libmosquitto guards its own
+        // shared fields with mutexes.
+        let raw: OpaquePointer
+        init(_ raw: OpaquePointer) { self.raw = raw }
+    }
+
+    private func failAll(_ error: MosquittoError, includingPublishes: Bool) {
+        connectWaiter?.resume(throwing: error)
+        connectWaiter = nil
+        for continuation in pendingSubscribes.values { continuation.resume(throwing: error) }
+        pendingSubscribes.removeAll()
+        for continuation in pendingUnsubscribes.values { continuation.resume(throwing: error) }
+        pendingUnsubscribes.removeAll()
+        for (mid, pending) in pendingPublishes where includingPublishes || pending.qos == .atMostOnce {
+            // QoS 0 packets still queued are dropped by libmosquitto on reconnect; QoS 1/2
+            // are resent then, so those keep waiting unless the client closes.
+            pendingPublishes[mid] = nil
+            inflight -= 1
+            pending.continuation.resume(throwing: error)
+        }
+        if includingPublishes {
+            for waiter in slotWaiters { waiter.continuation.resume(throwing: error) }
+            slotWaiters.removeAll()
+        }
+        let waiters = disconnectWaiters
+        disconnectWaiters.removeAll()
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// The connection ended (on_disconnect, a failed TLS handshake, abort, timeout).
+    private func connectionEnded(_ reason: LossReason) {
+        guard state == .connecting || state == .connected || state == .disconnecting else { return }
+        state = .disconnected
+        if let io {
+            io.connectDeadline = nil
+            io.tlsHandshaking = false
+            io.holdWrites = false
+        }
+        // Held PUBACKs are discarded with the connection: the broker redelivers.
+        unacknowledged.removeAll()
+        failAll(.connectionLost(reason), includingPublishes: false)
+        eventSink.yield(.disconnected(reason))
+    }
+
+    fileprivate func handleConnack(_ rc: Int32, flags: Int32) {
+        io?.connectDeadline = nil
+        io?.tlsHandshaking = false
+        guard state == .connecting else { return }
+        if rc == 0 {
+            state = .connected
+            let result = ConnectResult(sessionPresent: flags & 1 != 0)
+            connectWaiter?.resume(returning: result)
+            connectWaiter = nil
+            eventSink.yield(.connected(result))
+        } else {
+            // libmosquitto closes the connection right after (on_disconnect follows).
+            let reason = Self.connackReason(rc, protocolVersion: configuration.protocolVersion)
+            connectWaiter?.resume(throwing: MosquittoError.connectionRefused(reason))
+            connectWaiter = nil
+        }
+    }
+
+    /// v3.1.1 CONNACK return codes 1...5, as their v5 equivalents.
+    static func connackReason(_ rc: Int32, protocolVersion: ProtocolVersion) -> ReasonCode {
+        if protocolVersion == .v311 || rc < 0x80 {
+            switch rc {
+            case 1: return ReasonCode(0x84)  // unacceptable protocol version
+            case 2: return ReasonCode(0x85)  // identifier rejected
+            case 3: return ReasonCode(0x88)  // server unavailable
+            case 4: return .badUsernameOrPassword
+            case 5: return .notAuthorized
+            default: break
+            }
+        }
+        return ReasonCode(UInt8(clamping: rc))
+    }
+
+    fileprivate func handleDisconnect(_ rc: Int32) {
+        if let io { loop.reconcileSocket(io) }
+        connectionEnded(aborting ? .aborted : LossReason(disconnectCode: rc))
+    }
+
+    /// A read/write/misc call failed. Usually on_disconnect has already reported it; a
+    /// failed TLS handshake or a refused TCP connect is only seen here.
+    func handleIOFailure(_ rc: Int32) {
+        guard state == .connecting || state == .connected || state == .disconnecting else { return }
+        if let io, io.socketFD >= 0, mosquitto_socket(io.mosq) >= 0 {
+            // The socket is still open: a transient error, the connection goes on.
+            return
+        }
+        connectionEnded(aborting ? .aborted : .error(code: rc, message: String(cString: mosquitto_strerror(rc))))
+    }
+
+    nonisolated func ioFailed(_ rc: Int32) {
+        assumeIsolated { $0.handleIOFailure(rc) }
+    }
+
+    nonisolated func connectTimedOut() {
+        assumeIsolated { client in
+            guard client.state == .connecting else { return }
+            client.connectWaiter?.resume(throwing: MosquittoError.connectTimeout)
+            client.connectWaiter = nil
+            client.abort()
+            if client.state == .connecting {
+                client.connectionEnded(.error(code: Int32(MOSQ_ERR_TIMEOUT.rawValue), message: "connect timeout"))
+            }
+        }
+    }
+
+    fileprivate func handlePublished(_ mid: Int32, reason: Int32) {
+        guard let pending = pendingPublishes.removeValue(forKey: mid) else { return }
+        releaseSlot()
+        if reason >= 0x80 {
+            pending.continuation.resume(throwing: MosquittoError.publishRejected(ReasonCode(UInt8(clamping: reason))))
+        } else {
+            pending.continuation.resume()
+        }
+    }
+
+    fileprivate func handleMessage(_ received: MosquittoMessage) {
+        var received = received
+        if received.qos != .atMostOnce {
+            nextDeliveryID += 1
+            received.deliveryID = nextDeliveryID
+            if configuration.acknowledgement == .manual, let io {
+                unacknowledged.insert(received.deliveryID)
+                io.holdWrites = true
+            }
+        }
+        messageSink.yield(received)
+    }
+
+    fileprivate func handleSubscribed(_ mid: Int32, codes: [ReasonCode]) {
+        pendingSubscribes.removeValue(forKey: mid)?.resume(returning: codes)
+    }
+
+    fileprivate func handleUnsubscribed(_ mid: Int32) {
+        pendingUnsubscribes.removeValue(forKey: mid)?.resume()
+    }
+}
+
+/// Calls `body` with a C array of C strings.
+private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+    defer { for pointer in pointers { free(pointer) } }
+    return pointers.withUnsafeMutableBufferPointer { body($0.baseAddress!) }
+}
+
+// MARK: libmosquitto callbacks (run on the loop thread, inside loop_read/loop_write)
+
+@inline(__always)
+private func client(_ userdata: UnsafeMutableRawPointer?) -> MosquittoClient {
+    Unmanaged<MosquittoClient>.fromOpaque(userdata!).takeUnretainedValue()
+}
+
+private let onConnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, OpaquePointer?) -> Void = {
+    _, userdata, rc, flags, _ in
+    client(userdata).assumeIsolated { $0.handleConnack(rc, flags: flags) }
+}
+
+private let onDisconnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, OpaquePointer?) -> Void = {
+    _, userdata, rc, _ in
+    client(userdata).assumeIsolated { $0.handleDisconnect(rc) }
+}
+
+private let onPublish: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, OpaquePointer?) -> Void = {
+    _, userdata, mid, reason, _ in
+    client(userdata).assumeIsolated { $0.handlePublished(mid, reason: reason) }
+}
+
+private let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<mosquitto_message>?, OpaquePointer?) -> Void = {
+    _, userdata, message, properties in
+    guard let message else { return }
+    // Copy everything now: libmosquitto frees the message and properties on return.
+    let raw = message.pointee
+    let payload: [UInt8] = raw.payloadlen > 0 && raw.payload != nil
+        ? Array(UnsafeRawBufferPointer(start: raw.payload, count: Int(raw.payloadlen))) : []
+    let received = MosquittoMessage(
+        topic: raw.topic.map { String(cString: $0) } ?? "",
+        payload: payload,
+        qos: QoS(rawValue: UInt8(clamping: raw.qos)) ?? .atMostOnce,
+        retain: raw.retain,
+        dup: MosquittoLibrary.canReadDupFlag ? cmosq_message_dup(message) : false,
+        properties: properties == nil ? MQTTProperties() : MQTTProperties(copying: properties))
+    client(userdata).assumeIsolated { $0.handleMessage(received) }
+}
+
+private let onSubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, UnsafePointer<Int32>?, OpaquePointer?) -> Void = {
+    _, userdata, mid, count, granted, _ in
+    let codes = (0..<Int(max(count, 0))).map { ReasonCode(UInt8(clamping: granted?[$0] ?? 0x80)) }
+    client(userdata).assumeIsolated { $0.handleSubscribed(mid, codes: codes) }
+}
+
+private let onUnsubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, OpaquePointer?) -> Void = {
+    _, userdata, mid, _ in
+    client(userdata).assumeIsolated { $0.handleUnsubscribed(mid) }
+}

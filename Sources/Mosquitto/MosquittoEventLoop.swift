@@ -1,0 +1,437 @@
+import CMosquitto
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One thread that drives any number of libmosquitto clients with epoll, through
+/// libmosquitto's external-loop API (`mosquitto_socket`, `mosquitto_loop_read`,
+/// `mosquitto_want_write` + `mosquitto_loop_write`, `mosquitto_loop_misc`).
+///
+/// It never calls `mosquitto_loop`, `mosquitto_loop_forever` or `mosquitto_loop_start`:
+/// those use `select` and fail once a descriptor passes 1024. It drains every client's
+/// internal socketpair (libmosquitto writes a byte into it for every queued packet and
+/// only its own loop reads it back), so kernel memory does not pile up per client.
+///
+/// The loop is also the `SerialExecutor` of every `MosquittoClient` it drives: client
+/// methods run on the loop thread, next to the callbacks, so no lock guards client state.
+/// Blocking work (name resolution, the TCP connect) runs on a separate queue.
+public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
+    // @unchecked Sendable: `inbox` is a Mutex, `threadID` an Atomic, `epollFD`/`wakeFD`/
+    // `connector` are immutable. Every other stored property is touched only on the loop
+    // thread: by the loop itself or by jobs it runs (`assertOnLoop()` checks the callers).
+
+    /// The process-wide loop, started on first use, never stopped.
+    public static let shared = MosquittoEventLoop(name: "mosquitto-loop")
+
+    private enum Work {
+        case job(UnownedJob)
+        case closure(@Sendable () -> Void)
+    }
+
+    private struct Inbox {
+        var work: [Work] = []
+        var wakePending = false
+        var stopping = false
+    }
+
+    private let inbox = Mutex(Inbox())
+    private let threadID = Atomic<UInt>(0)
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    /// Runs blocking connects (getaddrinfo, socket setup) off the loop thread.
+    let connector = DispatchQueue(label: "mosquitto.connect")
+
+    // Loop-thread state.
+    private var registrations: [ClientIO?] = []
+    private var freeSlots: [Int] = []
+    private var dirty: [ClientIO] = []
+    private var nextTick: UInt64 = 0
+    private var stopped = false
+
+    private static let wakeToken = UInt64.max
+    private static let tickNanoseconds: UInt64 = 1_000_000_000
+
+    /// Starts a loop on a new thread.
+    public init(name: String = "mosquitto-loop") {
+        _ = MosquittoLibrary.initialized
+        epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
+        precondition(epollFD >= 0, "epoll_create1 failed: errno \(errno)")
+        wakeFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        precondition(wakeFD >= 0, "eventfd failed: errno \(errno)")
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.u64 = Self.wakeToken
+        precondition(epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event) == 0)
+        startPosixThread(name: name) { [self] in
+            threadID.store(UInt(pthread_self()), ordering: .releasing)
+            run()
+        }
+    }
+
+    /// True on the loop's own thread.
+    public var inLoop: Bool {
+        let id = threadID.load(ordering: .acquiring)
+        return id != 0 && pthread_equal(pthread_t(id), pthread_self()) != 0
+    }
+
+    @inline(__always)
+    func assertOnLoop() {
+        assert(inLoop, "must run on the Mosquitto event loop thread")
+    }
+
+    // MARK: SerialExecutor
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        submit(.job(UnownedJob(job)))
+    }
+
+    public func checkIsolated() {
+        precondition(inLoop, "not on the Mosquitto event loop thread")
+    }
+
+    /// Runs `body` on the loop thread, soon.
+    public func execute(_ body: @escaping @Sendable () -> Void) {
+        submit(.closure(body))
+    }
+
+    /// Runs `body` on the loop thread and returns its result.
+    public func submit<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            execute { continuation.resume(returning: body()) }
+        }
+    }
+
+    private func submit(_ work: Work) {
+        let wake = inbox.withLock { inbox -> Bool in
+            inbox.work.append(work)
+            if inbox.wakePending { return false }
+            inbox.wakePending = true
+            return true
+        }
+        if wake && !inLoop {
+            var one: UInt64 = 1
+            _ = Glibc.write(wakeFD, &one, 8)
+        }
+    }
+
+    /// Stops the loop thread once the clients registered on it are closed. The shared
+    /// loop is never stopped.
+    public func shutdown() {
+        inbox.withLock { $0.stopping = true }
+        var one: UInt64 = 1
+        _ = Glibc.write(wakeFD, &one, 8)
+    }
+
+    // MARK: The loop
+
+    private func run() {
+        let capacity = 1024
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
+        defer { events.deallocate() }
+        nextTick = monotonicNanoseconds() + Self.tickNanoseconds
+        while !stopped {
+            runWork()
+            flushDirty()
+            let (pending, stopping) = inbox.withLock { ($0.work.isEmpty == false, $0.stopping) }
+            if stopping && registrations.allSatisfy({ $0 == nil }) {
+                stopped = true
+                break
+            }
+            let now = monotonicNanoseconds()
+            let timeout: Int32 = pending ? 0 : Int32(clamping: (nextTick > now ? nextTick - now : 0) / 1_000_000 + 1)
+            let count = epoll_wait(epollFD, events, Int32(capacity), timeout)
+            if count > 0 {
+                for index in 0..<Int(count) {
+                    handle(events[index])
+                }
+            }
+            flushDirty()
+            if monotonicNanoseconds() >= nextTick {
+                tick()
+                nextTick = monotonicNanoseconds() + Self.tickNanoseconds
+            }
+        }
+        close(epollFD)
+        close(wakeFD)
+    }
+
+    private func runWork() {
+        // A few rounds: work may enqueue more work (a resumed task running on a client).
+        for _ in 0..<4 {
+            let batch = inbox.withLock { inbox -> [Work] in
+                inbox.wakePending = false
+                defer { inbox.work.removeAll(keepingCapacity: true) }
+                return inbox.work
+            }
+            if batch.isEmpty { return }
+            for work in batch {
+                switch work {
+                case .job(let job): job.runSynchronously(on: asUnownedSerialExecutor())
+                case .closure(let body): body()
+                }
+            }
+        }
+    }
+
+    private func handle(_ event: epoll_event) {
+        let token = event.data.u64
+        if token == Self.wakeToken {
+            var value: UInt64 = 0
+            _ = read(wakeFD, &value, 8)
+            return
+        }
+        let slot = Int((token >> 2) & 0x3FFF_FFFF)
+        let generation = UInt32(truncatingIfNeeded: token >> 32)
+        guard slot < registrations.count, let io = registrations[slot], io.generation == generation else { return }
+        if token & 3 == ClientIO.pairKind {
+            cmosq_drain(io.pairRead)
+            markDirty(io)
+            return
+        }
+        guard !io.ownedByConnector, io.socketFD >= 0, mosquitto_socket(io.mosq) == io.socketFD else { return }
+        let flags = event.events
+        io.tcpConnected = true
+        if flags & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
+            readAvailable(io)
+        } else if flags & EPOLLOUT.rawValue != 0 && io.tlsHandshaking {
+            // libmosquitto advances a TLS handshake only from loop_read (lib/loop.c).
+            readAvailable(io)
+        }
+        markDirty(io)
+    }
+
+    private func readAvailable(_ io: ClientIO) {
+        let rc = mosquitto_loop_read(io.mosq, 1)
+        afterIO(io, rc)
+    }
+
+    /// After a read/write/misc call: report failures libmosquitto did not report through
+    /// `on_disconnect` (a failed TLS handshake closes the socket silently) and follow the
+    /// socket if libmosquitto closed it.
+    private func afterIO(_ io: ClientIO, _ rc: Int32) {
+        if rc != 0 {
+            io.client?.ioFailed(rc)
+        }
+        reconcileSocket(io)
+    }
+
+    func markDirty(_ io: ClientIO) {
+        if !io.isDirty {
+            io.isDirty = true
+            dirty.append(io)
+        }
+    }
+
+    /// Writes what each dirty client has queued (unless it holds its writes) and keeps
+    /// its epoll interest in step with `mosquitto_want_write`.
+    private func flushDirty() {
+        while !dirty.isEmpty {
+            let batch = dirty
+            dirty.removeAll(keepingCapacity: true)
+            for io in batch {
+                io.isDirty = false
+                guard io.isRegistered, !io.ownedByConnector, io.socketFD >= 0 else { continue }
+                if !io.holdWrites && mosquitto_want_write(io.mosq) && !(io.tlsHandshaking && !io.tcpConnected) {
+                    let rc = mosquitto_loop_write(io.mosq, 1)
+                    afterIO(io, rc)
+                }
+                updateInterest(io)
+            }
+        }
+    }
+
+    private func updateInterest(_ io: ClientIO) {
+        guard io.socketFD >= 0 else { return }
+        var wanted = EPOLLIN.rawValue
+        if !io.holdWrites && mosquitto_want_write(io.mosq) {
+            // During a TLS handshake libmosquitto keeps want_write set while it waits to
+            // read (upstream #942): once TCP is up, only readability moves it on.
+            if !(io.tlsHandshaking && io.tcpConnected) {
+                wanted |= EPOLLOUT.rawValue
+            }
+        } else if !io.tcpConnected {
+            wanted |= EPOLLOUT.rawValue
+        }
+        if wanted != io.interest {
+            var event = epoll_event()
+            event.events = wanted
+            event.data.u64 = io.token(kind: ClientIO.socketKind)
+            if epoll_ctl(epollFD, EPOLL_CTL_MOD, io.socketFD, &event) == 0 {
+                io.interest = wanted
+            }
+        }
+    }
+
+    /// Keepalive (PINGREQ, timeouts) and connect deadlines, once a second.
+    private func tick() {
+        let now = monotonicNanoseconds()
+        for case let io? in registrations where !io.ownedByConnector {
+            if let deadline = io.connectDeadline, now >= deadline {
+                io.connectDeadline = nil
+                io.client?.connectTimedOut()
+                continue
+            }
+            if io.socketFD >= 0 {
+                let rc = mosquitto_loop_misc(io.mosq)
+                if rc != Int32(MOSQ_ERR_NO_CONN.rawValue) {
+                    afterIO(io, rc)
+                }
+                markDirty(io)
+            }
+        }
+        flushDirty()
+    }
+
+    // MARK: Registration
+
+    /// Creates a libmosquitto handle on the loop thread, finds its socketpair and starts
+    /// draining it.
+    func register(
+        clientID: String, cleanStart: Bool, client: MosquittoClient
+    ) throws(MosquittoError) -> ClientIO {
+        assertOnLoop()
+        let userdata = Unmanaged.passUnretained(client).toOpaque()
+        let (handle, pair) = try SocketPairs.create { mosquitto_new(clientID, cleanStart, userdata) }
+        guard let mosq = handle else {
+            throw errno == EINVAL ? .invalidArgument("client id \"\(clientID)\"") : .code(Int32(MOSQ_ERR_NOMEM.rawValue))
+        }
+        let slot = freeSlots.popLast() ?? { registrations.append(nil); return registrations.count - 1 }()
+        let io = ClientIO(mosq: mosq, slot: slot, client: client)
+        io.generation = generations(slot)
+        if let pair {
+            io.pairRead = pair.read
+            io.pairWrite = pair.write
+            var event = epoll_event()
+            event.events = EPOLLIN.rawValue
+            event.data.u64 = io.token(kind: ClientIO.pairKind)
+            _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, pair.read, &event)
+        }
+        registrations[slot] = io
+        io.isRegistered = true
+        return io
+    }
+
+    private var slotGenerations: [UInt32] = []
+    private func generations(_ slot: Int) -> UInt32 {
+        while slotGenerations.count <= slot { slotGenerations.append(0) }
+        slotGenerations[slot] &+= 1
+        return slotGenerations[slot]
+    }
+
+    /// Stops watching a client's descriptors and destroys its libmosquitto handle.
+    func unregister(_ io: ClientIO) {
+        assertOnLoop()
+        guard io.isRegistered else { return }
+        if io.socketFD >= 0 {
+            _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, io.socketFD, nil)
+            io.socketFD = -1
+        }
+        if io.pairRead >= 0 {
+            _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, io.pairRead, nil)
+        }
+        registrations[io.slot] = nil
+        freeSlots.append(io.slot)
+        io.isRegistered = false
+        io.client = nil
+        SocketPairs.destroy(io.mosq, pair: io.pairRead >= 0 ? (io.pairRead, io.pairWrite) : nil)
+    }
+
+    /// Follows libmosquitto's socket: registers a new one, forgets a closed one (the
+    /// kernel already dropped a closed descriptor from the epoll set).
+    func reconcileSocket(_ io: ClientIO) {
+        guard io.isRegistered else { return }
+        let current = mosquitto_socket(io.mosq)
+        if current == io.socketFD { return }
+        io.socketFD = -1
+        io.interest = 0
+        io.tcpConnected = false
+        guard current >= 0 else { return }
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue
+        event.data.u64 = io.token(kind: ClientIO.socketKind)
+        if epoll_ctl(epollFD, EPOLL_CTL_ADD, current, &event) == 0 {
+            io.socketFD = current
+            io.interest = event.events
+        }
+    }
+
+    /// Forgets the registered socket before libmosquitto replaces it (reconnect).
+    func forgetSocket(_ io: ClientIO) {
+        if io.socketFD >= 0 {
+            _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, io.socketFD, nil)
+        }
+        io.socketFD = -1
+        io.interest = 0
+        io.tcpConnected = false
+    }
+
+    // MARK: Statistics
+
+    /// What the loop holds right now.
+    public struct Statistics: Sendable, Hashable {
+        /// Clients with a libmosquitto handle on this loop.
+        public var clients: Int
+        /// Clients whose TCP socket is open.
+        public var connectedSockets: Int
+        /// Bytes waiting in the clients' internal socketpairs, summed and at most.
+        public var socketPairBacklogBytes: Int
+        public var maxSocketPairBacklogBytes: Int
+    }
+
+    /// Counts clients and the socketpair backlog, on the loop thread.
+    public func statistics() async -> Statistics {
+        await submit { [self] in
+            var stats = Statistics(clients: 0, connectedSockets: 0, socketPairBacklogBytes: 0, maxSocketPairBacklogBytes: 0)
+            for case let io? in registrations {
+                stats.clients += 1
+                if io.socketFD >= 0 { stats.connectedSockets += 1 }
+                if io.pairRead >= 0 {
+                    let backlog = max(0, Int(cmosq_pending_bytes(io.pairRead)))
+                    stats.socketPairBacklogBytes += backlog
+                    stats.maxSocketPairBacklogBytes = max(stats.maxSocketPairBacklogBytes, backlog)
+                }
+            }
+            return stats
+        }
+    }
+}
+
+/// A client's libmosquitto handle and descriptors, as the loop sees them. Loop-thread
+/// only.
+final class ClientIO {
+    static let socketKind: UInt64 = 0
+    static let pairKind: UInt64 = 1
+
+    let mosq: OpaquePointer
+    let slot: Int
+    var generation: UInt32 = 0
+    /// The client, for callbacks from the loop; nil once unregistered.
+    var client: MosquittoClient?
+    var pairRead: Int32 = -1
+    var pairWrite: Int32 = -1
+    var socketFD: Int32 = -1
+    var interest: UInt32 = 0
+    var isRegistered = false
+    var isDirty = false
+    /// A blocking connect runs on the connector queue: the loop keeps its hands off.
+    var ownedByConnector = false
+    /// Ack-through: nothing queued is written while set.
+    var holdWrites = false
+    var tcpConnected = false
+    /// TLS client that has not received CONNACK yet.
+    var tlsHandshaking = false
+    var connectDeadline: UInt64?
+
+    init(mosq: OpaquePointer, slot: Int, client: MosquittoClient) {
+        self.mosq = mosq
+        self.slot = slot
+        self.client = client
+    }
+
+    func token(kind: UInt64) -> UInt64 {
+        UInt64(generation) << 32 | UInt64(slot) << 2 | kind
+    }
+}

@@ -1,0 +1,304 @@
+import Foundation
+import Mosquitto
+import Testing
+
+/// The Swift wrapper against a real mosquitto started per test.
+@Suite("Mosquitto client against a real broker")
+struct MosquittoClientTests {
+    @Test("round trip keeps payload and v5 properties", arguments: QoS.allCases)
+    func roundTrip(qos: QoS) async throws {
+        let broker = try await TestBroker.start()
+        let subscriber = makeClient(broker)
+        let publisher = makeClient(broker)
+        let inbox = try await connected(subscriber)
+        try await publisher.connect()
+        let granted = try await subscriber.subscribe("rt/\(qos.rawValue)/#", qos: .exactlyOnce)
+        #expect(granted == .exactlyOnce)
+
+        let payload: [UInt8] = Array("héllo \(qos)".utf8) + [0, 1, 2, 255]
+        let properties = MQTTProperties(
+            userProperties: [UserProperty("sender", "alice"), UserProperty("k", "v1"), UserProperty("k", "v2")],
+            contentType: "application/json",
+            messageExpiryInterval: 300,
+            responseTopic: "rt/replies",
+            correlationData: [9, 8, 7],
+            payloadIsUTF8: false)
+        try await publisher.publish(topic: "rt/\(qos.rawValue)/x", payload: payload, qos: qos, properties: properties)
+
+        let message = try await inbox.next(within: 10, "the published message")
+        #expect(message.topic == "rt/\(qos.rawValue)/x")
+        #expect(message.payload == payload)
+        #expect(message.qos == qos)
+        #expect(message.retain == false)
+        #expect(message.dup == false)
+        #expect(message.properties.userProperties == properties.userProperties)
+        #expect(message.properties.contentType == "application/json")
+        #expect(message.properties.responseTopic == "rt/replies")
+        #expect(message.properties.correlationData == [9, 8, 7])
+        #expect(message.properties.payloadIsUTF8 == false)
+        // The broker counts expiry down; it arrives at most the original value.
+        #expect((message.properties.messageExpiryInterval ?? 0) > 0)
+        #expect((message.properties.messageExpiryInterval ?? 0) <= 300)
+        await publisher.close()
+        await subscriber.close()
+    }
+
+    @Test("MQTT 3.1.1 works and refuses v5 properties")
+    func mqtt311() async throws {
+        let broker = try await TestBroker.start()
+        let client = makeClient(broker) { $0.protocolVersion = .v311 }
+        let inbox = try await connected(client)
+        try await client.subscribe("v3/t", qos: .atLeastOnce)
+        try await client.publish(topic: "v3/t", string: "old school", qos: .atLeastOnce)
+        #expect(try await inbox.next().payloadString == "old school")
+        await #expect(throws: MosquittoError.self) {
+            try await client.publish(topic: "v3/t", string: "x", properties: MQTTProperties(contentType: "text/plain"))
+        }
+        await client.close()
+    }
+
+    @Test("a retained message reaches a late subscriber, flagged retained")
+    func retained() async throws {
+        let broker = try await TestBroker.start()
+        let publisher = makeClient(broker)
+        try await publisher.connect()
+        try await publisher.publish(topic: "presence/alice", string: "online", qos: .atLeastOnce, retain: true)
+        await publisher.close()
+
+        let late = makeClient(broker)
+        let inbox = try await connected(late)
+        try await late.subscribe("presence/+", qos: .atLeastOnce)
+        let message = try await inbox.next(within: 10, "the retained message")
+        #expect(message.payloadString == "online")
+        #expect(message.retain)
+        // Retain handling "do not send" suppresses it.
+        let other = makeClient(broker)
+        let otherInbox = try await connected(other)
+        try await other.subscribe("presence/+", qos: .atLeastOnce, options: SubscribeOptions(retainHandling: .doNotSend))
+        try await other.subscribe("marker", qos: .atLeastOnce)
+        try await publishMarker(broker, topic: "marker")
+        #expect(try await otherInbox.next().topic == "marker")
+        await late.close()
+        await other.close()
+    }
+
+
+    enum Ending: String, CaseIterable, Sendable {
+        case abruptDrop, disconnectWithWill, normalDisconnect
+    }
+
+    @Test("will: published on abrupt drop and on v5 disconnect 0x04, not on a normal disconnect", arguments: Ending.allCases)
+    func will(ending: Ending) async throws {
+        let broker = try await TestBroker.start()
+        let watcher = makeClient(broker)
+        let inbox = try await connected(watcher)
+        try await watcher.subscribe("status/#", qos: .atLeastOnce)
+
+        let device = makeClient(broker) {
+            $0.will = .init(
+                topic: "status/dev1", payload: Array(#"{"status":"offline"}"#.utf8), qos: .atLeastOnce, retain: true,
+                properties: MQTTProperties(userProperties: [UserProperty("sender", "dev1")], contentType: "application/json"))
+        }
+        let events = Collector(device.events)
+        try await device.connect()
+        #expect(try await events.next() == .connected(.init(sessionPresent: false)))
+        switch ending {
+        case .abruptDrop:
+            await device.abort()
+            #expect(try await events.next() == .disconnected(.aborted))
+        case .disconnectWithWill:
+            try await device.disconnect(reason: .disconnectWithWill)
+            #expect(try await events.next() == .disconnected(.normal))
+        case .normalDisconnect:
+            try await device.disconnect()
+            #expect(try await events.next() == .disconnected(.normal))
+        }
+        try await publishMarker(broker, topic: "status/marker")
+        let first = try await inbox.next(within: 10, "the will or the marker")
+        if ending == .normalDisconnect {
+            #expect(first.topic == "status/marker", "a normal disconnect must not publish the will")
+        } else {
+            #expect(first.topic == "status/dev1")
+            #expect(first.payloadString == #"{"status":"offline"}"#)
+            #expect(first.properties.contentType == "application/json")
+            #expect(first.properties[user: "sender"] == "dev1")
+            #expect(try await inbox.next().topic == "status/marker")
+        }
+        await device.close()
+        await watcher.close()
+    }
+
+
+    @Test("a persistent session receives what was published while it was away, in order")
+    func persistentSession() async throws {
+        let broker = try await TestBroker.start()
+        let id = "persistent-\(UInt32.random(in: 0...UInt32.max))"
+        let configure: (inout MosquittoClient.Configuration) -> Void = {
+            $0.cleanStart = false
+            $0.sessionExpiryInterval = 3600
+        }
+        let first = makeClient(broker, id: id, configure)
+        let firstSession = try await first.connect()
+        #expect(firstSession.sessionPresent == false)
+        try await first.subscribe("inbox/bob", qos: .atLeastOnce)
+        try await first.disconnect()
+        await first.close()
+
+        let sender = makeClient(broker)
+        try await sender.connect()
+        for index in 0..<50 {
+            try await sender.publish(topic: "inbox/bob", string: "m\(index)", qos: .atLeastOnce)
+        }
+        await sender.close()
+
+        let second = makeClient(broker, id: id, configure)
+        let inbox = Collector(second.messages)
+        let session = try await second.connect()
+        #expect(session.sessionPresent, "session expiry must have been sent on CONNECT")
+        for index in 0..<50 {
+            #expect(try await inbox.next(within: 10, "queued message \(index)").payloadString == "m\(index)")
+        }
+        await second.close()
+    }
+
+    @Test("bad credentials are refused with a clear error")
+    func badCredentials() async throws {
+        var options = TestBroker.Options()
+        options.users = ["alice": "secret"]
+        let broker = try await TestBroker.start(options)
+
+        let good = makeClient(broker) {
+            $0.username = "alice"
+            $0.password = "secret"
+        }
+        try await good.connect()
+        await good.close()
+
+        for protocolVersion in [MosquittoClient.ProtocolVersion.v5, .v311] {
+            let bad = makeClient(broker) {
+                $0.username = "alice"
+                $0.password = "wrong"
+                $0.protocolVersion = protocolVersion
+            }
+            let error = await #expect(throws: MosquittoError.self) { try await bad.connect() }
+            #expect(error == .connectionRefused(.badUsernameOrPassword) || error == .connectionRefused(.notAuthorized))
+            #expect(error.map { "\($0)" }?.contains("connection refused by broker") == true)
+            #expect(await bad.state == .disconnected)
+            await bad.close()
+        }
+    }
+
+    @Test("publish while disconnected throws notConnected and queues nothing (no duplicate later)")
+    func publishWhileDisconnected() async throws {
+        let broker = try await TestBroker.start()
+        let watcher = makeClient(broker)
+        let inbox = try await connected(watcher)
+        try await watcher.subscribe("dc/#", qos: .atLeastOnce)
+
+        let client = makeClient(broker) {
+            $0.cleanStart = false
+            $0.sessionExpiryInterval = 600
+        }
+        await #expect(throws: MosquittoError.notConnected) {
+            try await client.publish(topic: "dc/early", string: "never", qos: .atLeastOnce)
+        }
+        try await client.connect()
+        try await client.disconnect()
+        await #expect(throws: MosquittoError.notConnected) {
+            try await client.publish(topic: "dc/away", string: "never", qos: .atLeastOnce)
+        }
+        try await client.connect()
+        try await client.publish(topic: "dc/back", string: "once", qos: .atLeastOnce)
+        try await client.publish(topic: "dc/marker", string: "end", qos: .atLeastOnce)
+        let first = try await inbox.next()
+        let second = try await inbox.next()
+        #expect(first.topic == "dc/back")
+        #expect(second.topic == "dc/marker")
+        #expect(await inbox.pending.isEmpty)
+        await client.close()
+        await watcher.close()
+    }
+
+    @Test("connecting to a port with no broker fails with a clear error")
+    func noBroker() async throws {
+        let port = freePort()
+        var configuration = MosquittoClient.Configuration(clientID: "nobody", host: "127.0.0.1", port: port)
+        configuration.connectTimeout = 5
+        let client = MosquittoClient(configuration: configuration)
+        let error = await #expect(throws: MosquittoError.self) { try await client.connect() }
+        #expect(error.map { "\($0)" }?.isEmpty == false)
+        #expect(await client.state == .disconnected)
+        await client.close()
+    }
+
+    @Test("session takeover: the old connection learns at once that it lost the session")
+    func takeover() async throws {
+        let broker = try await TestBroker.start()
+        let old = makeClient(broker, id: "same-device")
+        let events = Collector(old.events)
+        try await old.connect()
+        _ = try await events.next()
+        let new = makeClient(broker, id: "same-device")
+        try await new.connect()
+        // mosquitto 2.0.11 closes the old connection without DISCONNECT 0x8E (newer
+        // brokers send it, which arrives as `.broker(.sessionTakenOver)`).
+        let event = try await events.next(within: 10, "the takeover")
+        switch event {
+        case .disconnected(.broker(let reason)): #expect(reason == .sessionTakenOver)
+        case .disconnected(.error(let code, _)): #expect(code == 7, "MOSQ_ERR_CONN_LOST")
+        default: Issue.record("unexpected event \(event)")
+        }
+        #expect(await old.state == .disconnected)
+        #expect(await new.state == .connected)
+        await old.close()
+        await new.close()
+    }
+
+    @Test("subscribe to several filters, unsubscribe stops delivery")
+    func subscribeMany() async throws {
+        let broker = try await TestBroker.start()
+        let client = makeClient(broker)
+        let inbox = try await connected(client)
+        let results = try await client.subscribe([
+            .init("a/#", qos: .atMostOnce), .init("b/+", qos: .exactlyOnce), .init("c", qos: .atLeastOnce, options: .init(noLocal: true)),
+        ])
+        #expect(results == [.granted(.atMostOnce), .granted(.exactlyOnce), .granted(.atLeastOnce)])
+        try await client.publish(topic: "c", string: "own", qos: .atLeastOnce)  // no-local: not delivered back
+        try await client.publish(topic: "b/1", string: "b", qos: .atLeastOnce)
+        #expect(try await inbox.next().topic == "b/1")
+        try await client.unsubscribe("b/+")
+        try await client.publish(topic: "b/1", string: "b again", qos: .atLeastOnce)
+        try await client.publish(topic: "a/x", string: "a", qos: .atLeastOnce)
+        #expect(try await inbox.next().topic == "a/x")
+        await client.close()
+    }
+
+    @Test("in-flight publishes are bounded; all complete")
+    func boundedInflight() async throws {
+        let broker = try await TestBroker.start()
+        let receiver = makeClient(broker)
+        let inbox = try await connected(receiver)
+        try await receiver.subscribe("load", qos: .atLeastOnce)
+        let sender = makeClient(broker) { $0.maxInflightPublishes = 8 }
+        try await sender.connect()
+        let count = 2_000
+        let maxSeen = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<count {
+                group.addTask {
+                    try await sender.publish(topic: "load", string: "\(index)", qos: .atLeastOnce)
+                    return await sender.inflightPublishes
+                }
+            }
+            var maxSeen = 0
+            for try await seen in group { maxSeen = max(maxSeen, seen) }
+            return maxSeen
+        }
+        #expect(maxSeen <= 8)
+        #expect(await sender.inflightPublishes == 0)
+        var received = Set<String>()
+        for _ in 0..<count { received.insert(try await inbox.next().payloadString) }
+        #expect(received.count == count)
+        await sender.close()
+        await receiver.close()
+    }
+}

@@ -1,0 +1,30 @@
+import Mosquitto
+
+/// A client for `broker` with a unique id (unless given) and test-friendly settings.
+func makeClient(
+    _ broker: TestBroker, id: String = "test-\(UInt32.random(in: 0...UInt32.max))",
+    loop: MosquittoEventLoop = .shared,
+    _ configure: (inout MosquittoClient.Configuration) -> Void = { _ in }
+) -> MosquittoClient {
+    var configuration = MosquittoClient.Configuration(clientID: id, host: "127.0.0.1", port: broker.port)
+    configuration.keepalive = 10
+    configuration.connectTimeout = 5
+    configure(&configuration)
+    return MosquittoClient(configuration: configuration, loop: loop)
+}
+
+/// Connects `client` and collects its messages.
+func connected(_ client: MosquittoClient) async throws -> Collector<MosquittoMessage> {
+    let messages = Collector(client.messages)
+    try await client.connect()
+    return messages
+}
+
+/// Publishes a marker from a fresh client: whatever should have reached a subscriber
+/// before it has arrived once the marker is seen (an event to await, not a sleep).
+func publishMarker(_ broker: TestBroker, topic: String) async throws {
+    let client = makeClient(broker)
+    try await client.connect()
+    try await client.publish(topic: topic, string: "end", qos: .atLeastOnce)
+    await client.close()
+}

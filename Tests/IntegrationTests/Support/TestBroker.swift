@@ -1,0 +1,252 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real mosquitto broker started for one test on a free loopback port, with its own
+/// directory (config, password file, certificates, persistence).
+final class TestBroker: Sendable {
+    let port: Int
+    let directory: URL
+    private let process: Process
+    private let log: LogBuffer
+    private let exit: ExitSignal
+
+    struct Options: Sendable {
+        /// Extra mosquitto.conf lines for the listener (after `listener PORT 127.0.0.1`).
+        var listenerLines: [String] = []
+        /// Extra global lines.
+        var globalLines: [String] = []
+        /// Users for a password file; anonymous access is refused when set.
+        var users: [String: String] = [:]
+        /// Keep the broker's persistence in `directory` (survives a restart with the
+        /// same options and directory).
+        var persistence = false
+        init() {}
+    }
+
+    /// Starts mosquitto and returns once it logged that it is running.
+    static func start(_ options: Options = Options(), directory: URL? = nil, port: Int? = nil) async throws -> TestBroker {
+        _ = sweepOrphans
+        let directory = directory ?? FileManager.default.temporaryDirectory
+            .appendingPathComponent("imgw-broker-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var lastError: (any Error)?
+        for _ in 0..<5 {
+            let port = port ?? freePort()
+            do {
+                return try await launch(options, directory: directory, port: port)
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError!
+    }
+
+    private static func launch(_ options: Options, directory: URL, port: Int) async throws -> TestBroker {
+        var lines = [
+            "per_listener_settings false",
+            "log_dest stderr",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+            "log_type information",
+            "connection_messages true",
+            "max_queued_messages 100000",
+            "persistence \(options.persistence)",
+        ]
+        if geteuid() == 0 {
+            // As root, mosquitto switches to the "mosquitto" user, which cannot read the
+            // test's 0600 keys and directories (CI runs as root).
+            lines.append("user root")
+        }
+        if options.persistence {
+            lines.append("persistence_location \(directory.path)/")
+        }
+        if options.users.isEmpty {
+            lines.append("allow_anonymous true")
+        } else {
+            let passwordFile = directory.appendingPathComponent("passwords")
+            try "".write(to: passwordFile, atomically: true, encoding: .utf8)
+            for (user, password) in options.users.sorted(by: { $0.key < $1.key }) {
+                try run("/usr/bin/mosquitto_passwd", ["-b", passwordFile.path, user, password])
+            }
+            lines.append("allow_anonymous false")
+            lines.append("password_file \(passwordFile.path)")
+        }
+        lines += options.globalLines
+        lines.append("listener \(port) 127.0.0.1")
+        lines += options.listenerLines
+        let config = directory.appendingPathComponent("mosquitto.conf")
+        try (lines.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
+        process.arguments = ["-c", config.path]
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = pipe
+        let log = LogBuffer()
+        let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                readySink.yield(false)
+                return
+            }
+            let text = String(decoding: data, as: UTF8.self)
+            let all = log.text.withLock { log in
+                log += text
+                return log
+            }
+            if all.contains(" running") { readySink.yield(true) }
+        }
+        let exit = ExitSignal()
+        process.terminationHandler = { _ in
+            readySink.yield(false)
+            exit.fire()
+        }
+        try process.run()
+        let started = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await value in ready { return value }
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(15))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            readySink.finish()
+            return first
+        }
+        guard started, process.isRunning else {
+            if process.isRunning { process.terminate() }
+            throw TestError("mosquitto did not start on port \(port): \(log.text.withLock { $0 })")
+        }
+        return TestBroker(port: port, directory: directory, process: process, log: log, exit: exit)
+    }
+
+    private init(port: Int, directory: URL, process: Process, log: LogBuffer, exit: ExitSignal) {
+        self.port = port
+        self.directory = directory
+        self.process = process
+        self.log = log
+        self.exit = exit
+    }
+
+    /// What the broker logged so far.
+    var output: String { log.text.withLock { $0 } }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// SIGTERM and wait for the exit (mosquitto saves persistence on a clean exit).
+    func stop() async {
+        kill(process.processIdentifier, SIGTERM)
+        await exit.wait()
+    }
+
+    /// SIGKILL and wait for the exit.
+    func kill9() async {
+        kill(process.processIdentifier, SIGKILL)
+        await exit.wait()
+    }
+
+    deinit {
+        // No waiting here: Foundation's waitUntilExit can deadlock off the main thread.
+        kill(process.processIdentifier, SIGKILL)
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Kills brokers left behind by an earlier test run that was killed (their parent is
+    /// gone, so they were reparented to init).
+    static let sweepOrphans: Void = {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return }
+        for entry in entries {
+            guard let pid = Int32(entry),
+                  let cmdline = try? String(contentsOfFile: "/proc/\(entry)/cmdline", encoding: .utf8),
+                  cmdline.contains("imgw-broker-"), cmdline.hasPrefix("/usr/sbin/mosquitto"),
+                  let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")")
+            else { continue }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, fields[1] == "1" { kill(pid, SIGKILL) }
+        }
+    }()
+}
+
+struct TestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read, released).
+func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+    }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Runs a program to completion; throws with its output if it fails.
+@discardableResult
+func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let directory { process.currentDirectoryURL = directory }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let output = String(decoding: data, as: UTF8.self)
+    guard process.terminationStatus == 0 else {
+        throw TestError("\(executable) \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(output)")
+    }
+    return output
+}
+
+/// Output collected from a child process.
+final class LogBuffer: Sendable {
+    let text = Mutex("")
+}
+
+/// Fires once; any number of tasks can wait for it.
+final class ExitSignal: Sendable {
+    private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func fire() {
+        let waiters = state.withLock { state in
+            state.fired = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let fired = state.withLock { state in
+                if !state.fired { state.waiters.append(continuation) }
+                return state.fired
+            }
+            if fired { continuation.resume() }
+        }
+    }
+}

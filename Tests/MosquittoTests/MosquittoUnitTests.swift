@@ -1,0 +1,102 @@
+import CMosquitto
+import Testing
+
+@testable import Mosquitto
+
+/// Pure parts of the wrapper: no broker, no sockets.
+@Suite("Mosquitto wrapper, pure parts")
+struct MosquittoUnitTests {
+    @Test("v5 properties survive a trip through a libmosquitto property list")
+    func propertiesRoundTrip() throws {
+        let properties = MQTTProperties(
+            userProperties: [UserProperty("sender", "alice"), UserProperty("dup", "1"), UserProperty("dup", "2")],
+            contentType: "application/json",
+            messageExpiryInterval: 3600,
+            responseTopic: "replies/alice",
+            correlationData: [0, 1, 2, 250],
+            payloadIsUTF8: true)
+        var list = try properties.makeList()
+        defer { mosquitto_property_free_all(&list) }
+        #expect(list != nil)
+        #expect(MQTTProperties(copying: list) == properties)
+        #expect(properties[user: "dup"] == "1")
+    }
+
+    @Test("empty properties make no list")
+    func emptyProperties() throws {
+        #expect(try MQTTProperties().makeList() == nil)
+        #expect(MQTTProperties().isEmpty)
+    }
+
+    @Test("on_disconnect codes: 0 normal, >= 0x80 broker reason, else libmosquitto error")
+    func lossReasons() {
+        #expect(LossReason(disconnectCode: 0) == .normal)
+        #expect(LossReason(disconnectCode: 0x8E) == .broker(.sessionTakenOver))
+        guard case .error(let code, let message) = LossReason(disconnectCode: 7) else {
+            Issue.record("expected a libmosquitto error")
+            return
+        }
+        #expect(code == 7)
+        #expect(message.lowercased().contains("connection"))
+    }
+
+    @Test("v3.1.1 CONNACK codes map to their v5 reasons", arguments: [
+        (Int32(1), UInt8(0x84)), (2, 0x85), (3, 0x88), (4, 0x86), (5, 0x87),
+    ])
+    func connackMapping(code: Int32, reason: UInt8) {
+        #expect(MosquittoClient.connackReason(code, protocolVersion: .v311) == ReasonCode(reason))
+    }
+
+    @Test("v5 CONNACK reasons pass through")
+    func connackV5() {
+        #expect(MosquittoClient.connackReason(0x86, protocolVersion: .v5) == .badUsernameOrPassword)
+        #expect(MosquittoClient.connackReason(0x9F, protocolVersion: .v5) == ReasonCode(0x9F))
+    }
+
+    @Test("subscribe options become MQTT_SUB_OPT bits")
+    func subscribeOptions() {
+        #expect(SubscribeOptions().mosquittoOptions == 0)
+        #expect(SubscribeOptions(noLocal: true).mosquittoOptions == 0x04)
+        #expect(SubscribeOptions(retainAsPublished: true, retainHandling: .sendIfNew).mosquittoOptions == 0x18)
+        #expect(SubscribeOptions(noLocal: true, retainHandling: .doNotSend).mosquittoOptions == 0x24)
+    }
+
+    @Test("errors and reason codes say what happened")
+    func descriptions() {
+        #expect("\(ReasonCode.notAuthorized)".contains("0x87"))
+        #expect("\(ReasonCode.notAuthorized)".lowercased().contains("not authorized"))
+        #expect("\(MosquittoError.code(Int32(MOSQ_ERR_NO_CONN.rawValue)))".contains("libmosquitto error 4"))
+        #expect("\(MosquittoError.connectionRefused(.badUsernameOrPassword))".contains("refused"))
+        #expect(ReasonCode(0x10).isFailure == false)
+        #expect(ReasonCode(0x80).isFailure)
+    }
+
+    @Test("the linked libmosquitto is 2.0.x, whose private message layout the DUP flag relies on")
+    func libraryVersion() {
+        #expect(MosquittoLibrary.version.major == 2)
+        #expect(MosquittoLibrary.canReadDupFlag == (MosquittoLibrary.version.minor == 0))
+    }
+
+    @Test("configuration defaults")
+    func defaults() {
+        let configuration = MosquittoClient.Configuration(clientID: "x")
+        #expect(configuration.protocolVersion == .v5)
+        #expect(configuration.keepalive == 60)
+        #expect(configuration.cleanStart)
+        #expect(configuration.acknowledgement == .automatic)
+        #expect(configuration.maxInflightPublishes > 0)
+    }
+
+    @Test("a client runs on its loop's thread")
+    func executor() async {
+        let loop = MosquittoEventLoop(name: "unit-loop")
+        defer { loop.shutdown() }
+        #expect(loop.inLoop == false)
+        #expect(await loop.submit { loop.inLoop })
+        let client = MosquittoClient(configuration: .init(clientID: "exec"), loop: loop)
+        #expect(await client.state == .idle)
+        await client.close()
+        #expect(await client.state == .closed)
+        await #expect(throws: MosquittoError.closed) { try await client.connect() }
+    }
+}
