@@ -1,0 +1,106 @@
+import NIOCore
+
+/// ACK (type 2): acknowledges the frame whose sequence is in the header, or refuses it.
+///
+/// The body is empty for a plain ACK. A positive ACK may carry MESSAGE_ID and SERVER_TIME
+/// (chat) or subscription results (SUBSCRIBE); a negative ACK carries ERROR_CODE and
+/// optionally ERROR_MESSAGE. The seed client's form (a new sequence in the header and a 4-byte
+/// body holding the acknowledged sequence) is accepted when decoding and never sent.
+public struct Ack: Hashable, Sendable {
+    /// The acknowledged frame's sequence.
+    public var sequence: UInt32
+    /// The acknowledged chat message's id.
+    public var messageID: String?
+    /// When the gateway accepted the message, Unix milliseconds.
+    public var serverTime: UInt64?
+    /// Set for a negative ACK: why the frame was refused.
+    public var error: IMErrorCode?
+    /// Human-readable text for a negative ACK.
+    public var errorMessage: String?
+    /// Per-filter results, when acknowledging a SUBSCRIBE (in request order).
+    public var subscriptions: [SubscriptionResult]
+    /// Whether this ACK was decoded from the seed client's 4-byte form.
+    public var isSeedForm: Bool
+
+    /// Creates an ACK for the frame with `sequence`.
+    public init(
+        sequence: UInt32,
+        messageID: String? = nil,
+        serverTime: UInt64? = nil,
+        error: IMErrorCode? = nil,
+        errorMessage: String? = nil,
+        subscriptions: [SubscriptionResult] = []
+    ) {
+        self.sequence = sequence
+        self.messageID = messageID
+        self.serverTime = serverTime
+        self.error = error
+        self.errorMessage = errorMessage
+        self.subscriptions = subscriptions
+        self.isSeedForm = false
+    }
+
+    /// A negative ACK refusing the frame with `sequence`.
+    public static func refusing(sequence: UInt32, code: IMErrorCode, message: String? = nil) -> Ack {
+        Ack(sequence: sequence, error: code, errorMessage: message)
+    }
+
+    /// Whether this ACK refuses the frame.
+    public var isNegative: Bool { self.error != nil }
+
+    /// Reads an ACK, in the standard or the seed client's form.
+    public init(frame: IMFrame) throws(IMWireError) {
+        guard frame.header.type == .ack else {
+            throw .unexpectedFrameType(expected: .ack, actual: frame.header.type)
+        }
+        if frame.header.compressType == .none, frame.body.readableBytes == IMWire.seedAckBodyLength,
+            let sequence = frame.body.getInteger(at: frame.body.readerIndex, endianness: .big, as: UInt32.self)
+        {
+            self.init(sequence: sequence)
+            self.isSeedForm = true
+            return
+        }
+        let fields = try frame.fields()
+        self.init(sequence: frame.header.sequence)
+        self.messageID = try fields.optional(.messageID)?.string(length: IMWire.messageIDLength)
+        self.serverTime = try fields.optionalInteger(.serverTime)
+        self.error = try fields.optionalInteger(.errorCode, as: UInt16.self).map(IMErrorCode.init(rawValue:))
+        self.errorMessage = try fields.optionalString(.errorMessage)
+        if let list = try fields.optional(.container) {
+            for record in try list.items().all(.container) {
+                self.subscriptions.append(try SubscriptionResult(fields: record.items()))
+            }
+        }
+    }
+
+    /// The plain TLV body (empty for a plain ACK).
+    public func body(allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+        var writer = TLVWriter(allocator: allocator, capacity: 0)
+        if let messageID { writer.write(.messageID, string: messageID) }
+        if let serverTime { writer.write(.serverTime, integer: serverTime) }
+        if let error { writer.write(.errorCode, integer: error.rawValue) }
+        if let errorMessage { writer.write(.errorMessage, string: errorMessage) }
+        if !self.subscriptions.isEmpty {
+            writer.writeContainer { list in
+                for result in self.subscriptions { result.write(to: &list) }
+            }
+        }
+        return writer.buffer
+    }
+
+    /// The ACK frame: header sequence = ``sequence``; `sessionID` echoes the acknowledged frame's.
+    public func frame(timestamp: UInt32, sessionID: UInt16) -> IMFrame {
+        IMFrame(type: .ack, sequence: self.sequence, timestamp: timestamp, sessionID: sessionID, body: self.body())
+    }
+}
+
+extension IMFrame {
+    /// A plain ACK of this frame: same sequence and session id, empty body.
+    /// - Parameter timestamp: Unix seconds at the sender; `nil` echoes this frame's timestamp.
+    public func ack(timestamp: UInt32? = nil) -> IMFrame {
+        Ack(sequence: self.header.sequence).frame(
+            timestamp: timestamp ?? self.header.timestamp,
+            sessionID: self.header.sessionID
+        )
+    }
+}

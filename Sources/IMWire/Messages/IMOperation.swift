@@ -1,0 +1,130 @@
+/// An operation (tag 0x0105, u16) in DATA, CONTROL and READ_RECEIPT frames.
+///
+/// CONTROL frames always carry their operation item. The operations marked ``isImplied``
+/// (chat, delivery and the two receipts) are named by their frame type and items instead, and
+/// senders omit the item; so do the seed-shaped CONTROL frames, which receivers recognise by
+/// their characteristic tag (see ``of(type:fields:)``).
+public struct IMOperation: RawRepresentable, Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The code on the wire.
+    public var rawValue: UInt16
+
+    /// Wraps a code.
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    /// Wraps a code.
+    public init(_ rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    /// Version and feature handshake, client to gateway. Implied by ``IMTag/versionRequest``.
+    public static let hello = IMOperation(0x0001)
+    /// Handshake reply. Implied by ``IMTag/versionResponse``.
+    public static let helloOK = IMOperation(0x0002)
+    /// Login with a token. Implied by ``IMTag/authToken``.
+    public static let login = IMOperation(0x0010)
+    /// Login accepted. Implied by ``IMTag/userID``.
+    public static let loginOK = IMOperation(0x0011)
+    /// End this device's session.
+    public static let logout = IMOperation(0x0012)
+    /// The gateway closes the connection, with a reason code.
+    public static let kick = IMOperation(0x0013)
+    /// An error report. Implied by ``IMTag/errorCode``.
+    public static let error = IMOperation(0x0014)
+    /// Watch users' presence.
+    public static let presenceWatch = IMOperation(0x0020)
+    /// Stop watching users' presence.
+    public static let presenceUnwatch = IMOperation(0x0021)
+    /// A device's presence changed.
+    public static let presence = IMOperation(0x0022)
+    /// Start sharing the location with an audience.
+    public static let locationShareStart = IMOperation(0x0030)
+    /// Stop sharing the location.
+    public static let locationShareStop = IMOperation(0x0031)
+    /// A new position of this device.
+    public static let locationUpdate = IMOperation(0x0032)
+    /// Watch users' locations.
+    public static let locationWatch = IMOperation(0x0033)
+    /// Stop watching users' locations.
+    public static let locationUnwatch = IMOperation(0x0034)
+    /// A watched user's position.
+    public static let location = IMOperation(0x0035)
+    /// Subscribe to topic filters.
+    public static let subscribe = IMOperation(0x0040)
+    /// Unsubscribe from topic filters.
+    public static let unsubscribe = IMOperation(0x0041)
+    /// A generic publish, in either direction.
+    public static let publish = IMOperation(0x0042)
+    /// A chat message, client to gateway (implied: DATA with ``IMTag/to``).
+    public static let chat = IMOperation(0x0050)
+    /// A chat message, gateway to client (implied: DATA with ``IMTag/from``).
+    public static let delivery = IMOperation(0x0051)
+    /// A read receipt, client to gateway (implied: READ_RECEIPT with ``IMTag/to``).
+    public static let receipt = IMOperation(0x0060)
+    /// A delivery or read receipt, gateway to client (implied: READ_RECEIPT with ``IMTag/from``).
+    public static let receiptNotice = IMOperation(0x0061)
+
+    /// Every operation of this version, in ascending order.
+    public static let allKnown: [IMOperation] = catalog.keys.sorted().map(IMOperation.init(rawValue:))
+
+    /// The upper-snake-case name, or `nil` for an unknown operation.
+    public var name: String? { Self.catalog[self.rawValue]?.name }
+
+    /// The frame type the operation travels in, or `nil` for an unknown operation.
+    public var frameType: IMFrameType? { Self.catalog[self.rawValue]?.type }
+
+    /// Whether senders omit the operation item because frame type and items imply it.
+    public var isImplied: Bool { [.chat, .delivery, .receipt, .receiptNotice].contains(self) }
+
+    /// `NAME (0xNNNN)`.
+    public var description: String { "\(self.name ?? "UNKNOWN") (0x\(hex(self.rawValue, 4)))" }
+
+    private static let catalog: [UInt16: (name: String, type: IMFrameType)] = [
+        0x0001: ("HELLO", .control), 0x0002: ("HELLO_OK", .control),
+        0x0010: ("LOGIN", .control), 0x0011: ("LOGIN_OK", .control), 0x0012: ("LOGOUT", .control),
+        0x0013: ("KICK", .control), 0x0014: ("ERROR", .control),
+        0x0020: ("PRESENCE_WATCH", .control), 0x0021: ("PRESENCE_UNWATCH", .control),
+        0x0022: ("PRESENCE", .control),
+        0x0030: ("LOCATION_SHARE_START", .control), 0x0031: ("LOCATION_SHARE_STOP", .control),
+        0x0032: ("LOCATION_UPDATE", .control), 0x0033: ("LOCATION_WATCH", .control),
+        0x0034: ("LOCATION_UNWATCH", .control), 0x0035: ("LOCATION", .control),
+        0x0040: ("SUBSCRIBE", .control), 0x0041: ("UNSUBSCRIBE", .control), 0x0042: ("PUBLISH", .data),
+        0x0050: ("CHAT", .data), 0x0051: ("DELIVERY", .data),
+        0x0060: ("RECEIPT", .readReceipt), 0x0061: ("RECEIPT_NOTICE", .readReceipt),
+    ]
+}
+
+extension IMOperation {
+    /// The operation of a frame: its operation item, or the one its type and items imply.
+    ///
+    /// Implied: DATA with TO → CHAT, with FROM → DELIVERY; READ_RECEIPT with TO → RECEIPT,
+    /// with FROM → RECEIPT_NOTICE; CONTROL with VERSION_REQUEST → HELLO, VERSION_RESPONSE →
+    /// HELLO_OK, AUTH_TOKEN → LOGIN, USER_ID → LOGIN_OK, ERROR_CODE → ERROR (first match wins).
+    /// - Returns: `nil` for HEARTBEAT and ACK, which have no operation.
+    /// - Throws: ``IMWireError/unknownOperation(type:operation:)`` for an operation unknown for the type.
+    public static func of(type: IMFrameType, fields: TLVFields) throws(IMWireError) -> IMOperation? {
+        switch type {
+        case .heartbeat, .ack:
+            return nil
+        case .data, .control, .readReceipt:
+            if let item = fields[.operation] {
+                let operation = IMOperation(try item.integer(as: UInt16.self))
+                guard operation.frameType == type else {
+                    throw .unknownOperation(type: type, operation: operation.rawValue)
+                }
+                return operation
+            }
+            let implied: [(IMTag, IMOperation)]
+            switch type {
+            case .data: implied = [(.to, .chat), (.from, .delivery)]
+            case .readReceipt: implied = [(.to, .receipt), (.from, .receiptNotice)]
+            default:
+                implied = [
+                    (.versionRequest, .hello), (.versionResponse, .helloOK), (.authToken, .login),
+                    (.userID, .loginOK), (.errorCode, .error),
+                ]
+            }
+            for (tag, operation) in implied where fields[tag] != nil { return operation }
+            throw .unknownOperation(type: type, operation: nil)
+        }
+    }
+}

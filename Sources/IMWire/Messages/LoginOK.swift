@@ -1,0 +1,47 @@
+/// LOGIN_OK (CONTROL, op 0x0011), gateway to client: the login succeeded.
+public struct LoginOK: IMMessageBody {
+    public static var frameType: IMFrameType { .control }
+    public static var operation: IMOperation { .loginOK }
+
+    /// The user id taken from the token.
+    public var userID: String
+    /// The device id in use (the client's, or assigned).
+    public var deviceID: String?
+    /// Gateway time, Unix milliseconds.
+    public var serverTime: UInt64?
+    /// Seconds between heartbeats the gateway expects.
+    public var heartbeatInterval: UInt16?
+    /// The LOGIN's sequence.
+    public var refSequence: UInt32?
+
+    /// Creates a LOGIN_OK.
+    public init(
+        userID: String,
+        deviceID: String? = nil,
+        serverTime: UInt64? = nil,
+        heartbeatInterval: UInt16? = nil,
+        refSequence: UInt32? = nil
+    ) {
+        self.userID = userID
+        self.deviceID = deviceID
+        self.serverTime = serverTime
+        self.heartbeatInterval = heartbeatInterval
+        self.refSequence = refSequence
+    }
+
+    public init(fields: TLVFields) throws(IMWireError) {
+        self.userID = try fields.identifier(.userID)
+        self.deviceID = try fields.optionalIdentifier(.deviceID)
+        self.serverTime = try fields.optionalInteger(.serverTime)
+        self.heartbeatInterval = try fields.optionalInteger(.heartbeatInterval)
+        self.refSequence = try fields.optionalInteger(.refSequence)
+    }
+
+    public func write(to writer: inout TLVWriter) {
+        writer.write(.userID, string: self.userID)
+        if let deviceID { writer.write(.deviceID, string: deviceID) }
+        if let serverTime { writer.write(.serverTime, integer: serverTime) }
+        if let heartbeatInterval { writer.write(.heartbeatInterval, integer: heartbeatInterval) }
+        if let refSequence { writer.write(.refSequence, integer: refSequence) }
+    }
+}

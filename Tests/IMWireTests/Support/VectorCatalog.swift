@@ -1,0 +1,226 @@
+import IMWire
+import NIOCore
+
+/// The source of `Fixtures/vectors.json`: every test vector, built with the typed API.
+enum VectorCatalog {
+    /// Fixed clock: 2025-01-01T00:00:00Z, and 123 ms later in milliseconds.
+    static let time: UInt32 = 1_735_689_600
+    static let serverTime: UInt64 = 1_735_689_600_123
+    /// HS256 JWT for user `alice`, signed with the test secret `imgw-test-secret`, expiring in 2100.
+    static let token =
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsImlhdCI6MTczNTY4OTYwMCwiZXhwIjo0MTAyNDQ0ODAwfQ.YVKqREpRid_SqYD9mqyE1cctNyeKCCJbxDNuEwAJecc"
+
+    struct Entry {
+        var name: String
+        var section: String
+        var title: String
+        var direction: String
+        var description: String
+        var frame: IMFrame
+        var message: IMMessage
+        var canonical = true
+    }
+
+    struct Malformed {
+        var name: String
+        var title: String
+        var description: String
+        var wire: ByteBuffer
+        var stage: String
+        var expected: IMErrorCode
+    }
+
+    /// What re-encoding `message` and decoding it again yields: the seed ACK form is read, never written.
+    static func canonical(_ message: IMMessage) -> IMMessage {
+        guard case .ack(var ack) = message, ack.isSeedForm else { return message }
+        ack.isSeedForm = false
+        return .ack(ack)
+    }
+
+    static let c2g = "client → gateway"
+    static let g2c = "gateway → client"
+
+    static func entry(
+        _ name: String,
+        _ section: String,
+        _ title: String,
+        _ direction: String,
+        _ description: String,
+        _ message: IMMessage,
+        sequence: UInt32,
+        session: UInt16 = 1,
+        compress: IMCompressType = .none
+    ) -> Entry {
+        Entry(
+            name: name,
+            section: section,
+            title: title,
+            direction: direction,
+            description: description,
+            frame: message.frame(sequence: sequence, timestamp: time, sessionID: session, compressType: compress),
+            message: message,
+            canonical: compress == .none
+        )
+    }
+
+    static let location = IMLocation(
+        lat: 52.520008,
+        lon: 13.404954,
+        tst: 1_735_689_590,
+        acc: 12,
+        alt: 34,
+        vel: 5,
+        cog: 270,
+        batt: 87
+    )
+
+    static var entries: [Entry] {
+        let hello = Hello(features: [.zlib])
+        let longText = String(repeating: "Compression pays off for long messages like this one. ", count: 6)
+        return [
+            // Handshake
+            entry("hello", "Handshake", "HELLO announcing zlib", c2g,
+                  "Version 1.0; feature bits 0x0001 (ZLIB): the gateway may now compress.",
+                  .hello(hello), sequence: 1),
+            entry("hello-ok", "Handshake", "HELLO_OK", g2c,
+                  "Version 1.0; features ZLIB, QOS2_CHAT, PRESENCE, LOCATION, PUBSUB, RECEIPTS; body limit 1 MiB; answers sequence 1. The client may now compress.",
+                  .helloOK(HelloOK(features: [.zlib, .qos2Chat, .presence, .location, .pubSub, .receipts],
+                                   maxBodyLength: 1 << 20, refSequence: 1)), sequence: 1),
+            Entry(name: "hello-seed", section: "Handshake", title: "HELLO in the seed client's form", direction: c2g,
+                  description: "No OP item (implied by VERSION_REQUEST), encrypt type 1, feature bits 0, sequence category 2 (control) in the top byte. Accepted.",
+                  frame: IMFrame(header: IMFrameHeader(type: .control, sequence: 0x0200_0001, timestamp: time, encryptType: .seedCRC32, sessionID: 0x5A5A),
+                                 body: { var w = TLVWriter(); w.write(.versionRequest, version: .current, features: []); return w.buffer }()),
+                  message: .hello(Hello(features: [])), canonical: false),
+            // Heartbeat
+            entry("heartbeat", "Heartbeat", "HEARTBEAT", c2g, "Empty body. Valid at any time, also before HELLO and LOGIN.",
+                  .heartbeat, sequence: 4),
+            entry("heartbeat-ack", "Heartbeat", "ACK of the heartbeat", g2c,
+                  "Type ACK, the heartbeat's sequence (4) and session id, empty body.",
+                  .ack(Ack(sequence: 4)), sequence: 0),
+            Entry(name: "heartbeat-seed", section: "Heartbeat", title: "HEARTBEAT in the seed client's form", direction: c2g,
+                  description: "Encrypt type 1 and sequence category 1 (heartbeat) in the top byte. Accepted; the ACK echoes 0x01000007.",
+                  frame: IMFrame(header: IMFrameHeader(type: .heartbeat, sequence: 0x0100_0007, timestamp: time, encryptType: .seedCRC32, sessionID: 0x5A5A),
+                                 body: ByteBuffer()),
+                  message: .heartbeat, canonical: false),
+            // Login
+            entry("login", "Login", "LOGIN with a token and a device id", c2g,
+                  "AUTH_TOKEN is an HS256 JWT (sub `alice`, test secret `imgw-test-secret`); DEVICE_ID `phone-1`.",
+                  .login(LoginRequest(token: token, deviceID: "phone-1")), sequence: 2),
+            entry("login-ok", "Login", "LOGIN_OK", g2c,
+                  "User `alice`, device `phone-1`, server time, heartbeat every 30 s; answers sequence 2.",
+                  .loginOK(LoginOK(userID: "alice", deviceID: "phone-1", serverTime: serverTime, heartbeatInterval: 30, refSequence: 2)),
+                  sequence: 2),
+            entry("login-refused", "Login", "Login refused", g2c,
+                  "ERROR with AUTH_FAILED (201) answering sequence 2; the gateway then closes the connection.",
+                  .error(ErrorNotice(code: .authFailed, message: "token signature invalid", refSequence: 2)), sequence: 2),
+            entry("logout", "Login", "LOGOUT", c2g, "Ends this device's session.", .logout(Logout()), sequence: 20),
+            entry("logout-ack", "Login", "ACK of the LOGOUT", g2c, "Then the gateway closes the connection.",
+                  .ack(Ack(sequence: 20)), sequence: 0),
+            // Chat
+            entry("chat", "Chat", "Chat message from alice to bob", c2g,
+                  "DATA with TO `bob`, MESSAGE_ID `m-0001`, TEXT `Hello, Bob! 👋` (UTF-8). QoS 1 (no QOS item).",
+                  .chat(ChatSend(to: "bob", messageID: "m-0001", content: .text("Hello, Bob! 👋"))), sequence: 3),
+            entry("chat-ack", "Chat", "Gateway ACK of the chat message", g2c,
+                  "The broker accepted it: ACK of sequence 3 with MESSAGE_ID and SERVER_TIME.",
+                  .ack(Ack(sequence: 3, messageID: "m-0001", serverTime: serverTime)), sequence: 0),
+            entry("chat-qos2-resend", "Chat", "Chat message with QoS 2, resent", c2g,
+                  "QOS 2 (exactly once) and RESEND 1: sent again after a reconnect, same MESSAGE_ID.",
+                  .chat(ChatSend(to: "bob", messageID: "m-0002", content: .text("Are you there?"), qos: .exactlyOnce, resend: true)),
+                  sequence: 5),
+            entry("chat-nack", "Chat", "Negative ACK of a chat message", g2c,
+                  "ACK of sequence 5 with ERROR_CODE FORBIDDEN (203) and a message: the message was not sent.",
+                  .ack(.refusing(sequence: 5, code: .forbidden, message: "bob does not accept messages from alice")), sequence: 0),
+            // Delivery
+            entry("delivery", "Delivery", "Delivery to bob's device", g2c,
+                  "DATA with FROM `alice`, MESSAGE_ID, SERVER_TIME and the content, on bob's connection (gateway sequence 3).",
+                  .delivery(ChatDelivery(from: "alice", messageID: "m-0001", serverTime: serverTime, content: .text("Hello, Bob! 👋"))),
+                  sequence: 3),
+            entry("delivery-ack", "Delivery", "Device ACK of the delivery", c2g, "ACK of sequence 3, empty body.",
+                  .ack(Ack(sequence: 3)), sequence: 0),
+            Entry(name: "delivery-ack-seed", section: "Delivery", title: "Device ACK in the seed client's form", direction: c2g,
+                  description: "A new sequence (9) in the header and a 4-byte body holding the acknowledged sequence (3). Accepted, never sent.",
+                  frame: IMFrame(header: IMFrameHeader(type: .ack, sequence: 9, timestamp: time, encryptType: .seedCRC32, sessionID: 1),
+                                 body: ByteBuffer(bytes: [0, 0, 0, 3])),
+                  message: .ack({ var a = Ack(sequence: 3); a.isSeedForm = true; return a }()), canonical: false),
+            entry("delivery-zlib", "Delivery", "Compressed delivery", g2c,
+                  "Compress type 1: the body is a zlib stream; length and CRC are those of the compressed bytes. The items are those of the inflated body.",
+                  .delivery(ChatDelivery(from: "alice", messageID: "m-0003", serverTime: serverTime, content: .text(longText))),
+                  sequence: 4, compress: .zlib),
+            // Receipts
+            entry("read-receipt", "Receipts", "Read receipt from bob", c2g,
+                  "READ_RECEIPT with TO `alice` (the sender) and MESSAGE_ID `m-0001`.",
+                  .readReceipt(ReadReceipt(to: "alice", messageID: "m-0001")), sequence: 6),
+            entry("read-receipt-ack", "Receipts", "ACK of the read receipt", g2c, "ACK of sequence 6.",
+                  .ack(Ack(sequence: 6)), sequence: 0),
+            entry("receipt-delivered", "Receipts", "Delivery receipt for alice", g2c,
+                  "RECEIPT_KIND 1 (delivered): a device of bob ACKed `m-0001`. Alice's device ACKs it.",
+                  .receiptNotice(ReceiptNotice(from: "bob", messageID: "m-0001", kind: .delivered, serverTime: serverTime)),
+                  sequence: 5),
+            entry("receipt-read", "Receipts", "Read receipt for alice", g2c, "RECEIPT_KIND 2 (read).",
+                  .receiptNotice(ReceiptNotice(from: "bob", messageID: "m-0001", kind: .read, serverTime: serverTime + 5000)),
+                  sequence: 6),
+            // Presence
+            entry("presence-watch", "Presence", "PRESENCE_WATCH bob and carol", c2g,
+                  "A container listing two USER_ID items.",
+                  .presenceWatch(PresenceWatch(users: ["bob", "carol"])), sequence: 7),
+            entry("presence-watch-ack", "Presence", "ACK of the PRESENCE_WATCH", g2c, "ACK of sequence 7.",
+                  .ack(Ack(sequence: 7)), sequence: 0),
+            entry("presence-online", "Presence", "PRESENCE: bob online", g2c, "Bob's device `phone-2` is online. Not acknowledged.",
+                  .presence(PresenceNotice(user: "bob", device: "phone-2", status: .online)), sequence: 7),
+            entry("presence-offline", "Presence", "PRESENCE: carol offline", g2c, "Carol's `laptop` is offline, last seen at LAST_SEEN.",
+                  .presence(PresenceNotice(user: "carol", device: "laptop", status: .offline, lastSeen: serverTime - 60_000)),
+                  sequence: 8),
+            entry("presence-unwatch", "Presence", "PRESENCE_UNWATCH carol", c2g, "Stop watching carol.",
+                  .presenceUnwatch(PresenceUnwatch(users: ["carol"])), sequence: 8),
+            // Location
+            entry("location-share-start", "Location", "LOCATION_SHARE_START with bob for one hour", c2g,
+                  "DURATION 3600 s and a container with the audience.",
+                  .locationShareStart(LocationShareStart(audience: ["bob"], duration: 3600)), sequence: 9),
+            entry("location-update", "Location", "LOCATION_UPDATE", c2g,
+                  "LAT/LON as IEEE 754 binary64, TST in Unix seconds, and the optional ACC, ALT, VEL, COG, BATT.",
+                  .locationUpdate(LocationUpdate(location: location)), sequence: 10),
+            entry("location-update-ack", "Location", "ACK of the LOCATION_UPDATE", g2c, "ACK of sequence 10.",
+                  .ack(Ack(sequence: 10)), sequence: 0),
+            entry("location-watch", "Location", "LOCATION_WATCH alice (from bob)", c2g, "Bob watches alice's location.",
+                  .locationWatch(LocationWatch(users: ["alice"])), sequence: 11),
+            entry("location-notice", "Location", "LOCATION: alice's position (to bob)", g2c, "Not acknowledged.",
+                  .location(LocationNotice(user: "alice", device: "phone-1", location: location)), sequence: 9),
+            entry("location-share-stop", "Location", "LOCATION_SHARE_STOP", c2g, "Empty but for the OP item.",
+                  .locationShareStop(LocationShareStop()), sequence: 12),
+            entry("location-unwatch", "Location", "LOCATION_UNWATCH alice", c2g, "Bob stops watching.",
+                  .locationUnwatch(LocationUnwatch(users: ["alice"])), sequence: 12),
+            // Pub/sub
+            entry("subscribe", "Pub/sub", "SUBSCRIBE two filters", c2g,
+                  "A container of records CONTAINER{TOPIC, QOS}: `im/t/room-1/#` at QoS 1 and `im/t/secret/#` at QoS 2.",
+                  .subscribe(Subscribe(subscriptions: [.init(filter: "im/t/room-1/#", qos: .atLeastOnce), .init(filter: "im/t/secret/#", qos: .exactlyOnce)])),
+                  sequence: 13),
+            entry("subscribe-ack", "Pub/sub", "ACK of the SUBSCRIBE with results", g2c,
+                  "One record per filter, in order: granted QoS 1; refused with FORBIDDEN (203).",
+                  .ack(Ack(sequence: 13, subscriptions: [.init(filter: "im/t/room-1/#", outcome: .granted(.atLeastOnce)),
+                                                         .init(filter: "im/t/secret/#", outcome: .refused(.forbidden))])),
+                  sequence: 0),
+            entry("publish", "Pub/sub", "PUBLISH to a room", c2g, "DATA with OP PUBLISH, TOPIC, QOS 1 and a JSON PAYLOAD.",
+                  .publish(Publish(topic: "im/t/room-1/chat", payload: ByteBuffer(string: #"{"hi":1}"#), qos: .atLeastOnce)), sequence: 14),
+            entry("publish-ack", "Pub/sub", "ACK of the PUBLISH", g2c, "The broker accepted it.",
+                  .ack(Ack(sequence: 14)), sequence: 0),
+            entry("publish-incoming", "Pub/sub", "Incoming PUBLISH", g2c, "A message matching a subscription, retained, with SERVER_TIME. The device ACKs it.",
+                  .publish(Publish(topic: "im/t/room-1/topic", payload: ByteBuffer(string: "Lunch at noon"), qos: .atLeastOnce, retain: true, serverTime: serverTime)),
+                  sequence: 10),
+            entry("unsubscribe", "Pub/sub", "UNSUBSCRIBE", c2g, "A container of TOPIC items.",
+                  .unsubscribe(Unsubscribe(filters: ["im/t/room-1/#"])), sequence: 15),
+            // Session and errors
+            entry("kick-taken-over", "Session", "KICK: session taken over", g2c,
+                  "ERROR_CODE SESSION_TAKEN_OVER (207): the same device logged in elsewhere. The gateway closes; do not reconnect automatically.",
+                  .kick(Kick(reason: .sessionTakenOver, message: "phone-1 logged in on another connection")), sequence: 11),
+            entry("kick-shutdown", "Session", "KICK: server shutting down", g2c,
+                  "SERVER_SHUTTING_DOWN (501): reconnect with back-off.",
+                  .kick(Kick(reason: .serverShuttingDown)), sequence: 12),
+            entry("error-bad-crc", "Errors", "ERROR after a frame with a bad CRC", g2c,
+                  "BAD_CRC (102), REF_SEQUENCE of the refused frame. Then the gateway closes the connection.",
+                  .error(ErrorNotice(.badChecksum(announced: 0x0BAD_0BAD, computed: 0x6A1B_6F12), refSequence: 3)), sequence: 13),
+            entry("not-logged-in-nack", "Errors", "Negative ACK: not logged in", g2c,
+                  "A chat message before LOGIN: ACK with NOT_LOGGED_IN (200). The connection stays open.",
+                  .ack(.refusing(sequence: 3, code: .notLoggedIn)), sequence: 0),
+        ]
+    }
+}
