@@ -1,0 +1,70 @@
+# IMGateway: the two commands a fresh Debian machine needs are `make run` and `make test`.
+# Both install what is missing (apt-get), then build.
+
+SHELL := /bin/bash
+SWIFT ?= swift
+APT_PACKAGES := libmosquitto-dev mosquitto mosquitto-clients zlib1g-dev pkg-config openssl
+# Seconds of decoder fuzzing in `make test` (0 skips it).
+FUZZ_SECONDS ?= 30
+# Where `make run` keeps the embedded broker's data, and its port.
+RUN_DIR ?= run
+BROKER_PORT ?= 1883
+
+.PHONY: all deps build release test unit-test integration-test run broker fuzz-ci clean help
+
+all: build
+
+help:
+	@echo "make run    install what is missing, build, start the daemon (embedded broker)"
+	@echo "make test   install what is missing, build, run every test (+ $(FUZZ_SECONDS) s of fuzzing)"
+	@echo "make fuzz   fuzz the IMWire frame decoder (FUZZ_SECONDS=$(FUZZ_SECONDS))"
+
+## Install the Debian packages we build and test against, if any is missing.
+deps:
+	@command -v $(SWIFT) >/dev/null || { echo "error: no Swift toolchain on PATH (Swift 6.1 or newer, https://www.swift.org/install/linux/)"; exit 1; }
+	@missing=""; \
+	for package in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$package"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+## Every test: unit tests, the protocol's test vectors, integration tests against real
+## mosquitto brokers the tests start on free ports, then a bounded fuzzing run.
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+	@if [ "$(FUZZ_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SECONDS); fi
+
+unit-test: deps
+	$(SWIFT) test --filter 'MosquittoTests|IMWireTests'
+
+integration-test: deps
+	$(SWIFT) test --filter IntegrationTests
+
+## Start the daemon. Until imgw (issue 4) lands this starts the embedded broker that imgw
+## will supervise, with the configuration in config/mosquitto.conf.
+run: build
+	@mkdir -p $(RUN_DIR)/mosquitto
+	@if (exec 3<>/dev/tcp/127.0.0.1/$(BROKER_PORT)) 2>/dev/null; then \
+	  echo "error: 127.0.0.1:$(BROKER_PORT) is already in use (a system mosquitto? 'systemctl stop mosquitto', or make run BROKER_PORT=1884)"; exit 1; fi
+	@sed -e 's|@PORT@|$(BROKER_PORT)|' -e 's|@DATA@|$(abspath $(RUN_DIR))/mosquitto/|' config/mosquitto.conf > $(RUN_DIR)/mosquitto.conf
+	@echo "imgw is not built yet (issue 4): starting the embedded broker it will run, on 127.0.0.1:$(BROKER_PORT)."
+	@echo "Watch it with: mosquitto_sub -h 127.0.0.1 -p $(BROKER_PORT) -v -t 'im/#'   (Ctrl-C stops the broker)"
+	@if [ "$$(id -u)" -eq 0 ]; then echo "user root" >> $(RUN_DIR)/mosquitto.conf; fi
+	exec mosquitto -c $(RUN_DIR)/mosquitto.conf
+
+include Fuzz/fuzz.mk
+
+clean:
+	$(SWIFT) package clean
+	rm -rf $(RUN_DIR) fuzz .build-fuzz
