@@ -9,7 +9,12 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <pthread.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -94,6 +99,63 @@ static inline int cmosq_collect_socketpair_ends(int *out, int capacity) {
     }
     closedir(dir);
     return count;
+}
+
+/// The inode of the socket behind `fd`, or 0.
+static inline unsigned long cmosq_socket_inode(int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        return 0;
+    }
+    return (unsigned long)st.st_ino;
+}
+
+/// Asks the kernel (sock_diag, UNIX_DIAG_PEER) for the inode of the peer of the AF_UNIX
+/// socket with inode `inode`. Returns 0 and sets `*peer`, or a negative value when the
+/// kernel cannot tell (no unix_diag support, socket gone).
+static inline int cmosq_unix_peer_inode(unsigned int inode, unsigned int *peer) {
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) {
+        return -1;
+    }
+    struct {
+        struct nlmsghdr nlh;
+        struct unix_diag_req udr;
+    } req;
+    memset(&req, 0, sizeof(req));
+    req.nlh.nlmsg_len = sizeof(req);
+    req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nlh.nlmsg_flags = NLM_F_REQUEST;
+    req.udr.sdiag_family = AF_UNIX;
+    req.udr.udiag_states = (unsigned int)-1;
+    req.udr.udiag_ino = inode;
+    req.udr.udiag_cookie[0] = ~0U;
+    req.udr.udiag_cookie[1] = ~0U;
+    req.udr.udiag_show = UDIAG_SHOW_PEER;
+    if (send(fd, &req, sizeof(req), 0) < 0) {
+        close(fd);
+        return -2;
+    }
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    close(fd);
+    if (n <= 0) {
+        return -3;
+    }
+    struct nlmsghdr *h = (struct nlmsghdr *)buf;
+    if (!NLMSG_OK(h, (unsigned int)n) || h->nlmsg_type == NLMSG_ERROR) {
+        return -4;
+    }
+    struct unix_diag_msg *msg = (struct unix_diag_msg *)NLMSG_DATA(h);
+    struct rtattr *attr = (struct rtattr *)(msg + 1);
+    int len = (int)h->nlmsg_len - (int)NLMSG_LENGTH(sizeof(*msg));
+    for (; RTA_OK(attr, len); attr = RTA_NEXT(attr, len)) {
+        if (attr->rta_type == UNIX_DIAG_PEER) {
+            *peer = *(unsigned int *)RTA_DATA(attr);
+            return 0;
+        }
+    }
+    return -5;
 }
 
 /// Bytes waiting to be read on `fd` (FIONREAD), or -1.

@@ -233,13 +233,45 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
             dirty.removeAll(keepingCapacity: true)
             for io in batch {
                 io.isDirty = false
-                guard io.isRegistered, !io.ownedByConnector, io.socketFD >= 0 else { continue }
-                if !io.holdWrites && mosquitto_want_write(io.mosq) && !(io.tlsHandshaking && !io.tcpConnected) {
+                guard io.isRegistered, !io.ownedByConnector else { continue }
+                if io.socketFD >= 0 && !io.holdWrites && mosquitto_want_write(io.mosq)
+                    && !(io.tlsHandshaking && !io.tcpConnected) {
                     let rc = mosquitto_loop_write(io.mosq, 1)
                     afterIO(io, rc)
                 }
+                // Every packet libmosquitto queued wrote a byte into the pair; whatever
+                // made this client dirty is done, so drain now rather than on the next
+                // epoll round (the pair's epoll registration remains the safety net).
+                if io.pairRead >= 0 {
+                    if !io.pairConfirmed { confirmPairDirection(io) }
+                    cmosq_drain(io.pairRead)
+                }
                 updateInterest(io)
             }
+        }
+    }
+
+    /// libmosquitto writes into its pair's write end; the first byte seen tells which end
+    /// that is (SocketPairs guesses the read end by inode order).
+    private func confirmPairDirection(_ io: ClientIO) {
+        guard cmosq_socket_inode(io.pairRead) == io.pairInodes.read, cmosq_socket_inode(io.pairWrite) == io.pairInodes.write else {
+            // Cannot happen while the handle lives (libmosquitto closes its pair only in
+            // mosquitto_destroy); if it did, touching these numbers could hit other files.
+            assertionFailure("libmosquitto's socketpair changed under client \(io.slot)")
+            io.pairRead = -1
+            return
+        }
+        if cmosq_pending_bytes(io.pairRead) > 0 {
+            io.pairConfirmed = true
+        } else if cmosq_pending_bytes(io.pairWrite) > 0 {
+            _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, io.pairRead, nil)
+            swap(&io.pairRead, &io.pairWrite)
+            io.pairInodes = (io.pairInodes.write, io.pairInodes.read)
+            var event = epoll_event()
+            event.events = EPOLLIN.rawValue
+            event.data.u64 = io.token(kind: ClientIO.pairKind)
+            _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, io.pairRead, &event)
+            io.pairConfirmed = true
         }
     }
 
@@ -304,6 +336,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         if let pair {
             io.pairRead = pair.read
             io.pairWrite = pair.write
+            io.pairInodes = (cmosq_socket_inode(pair.read), cmosq_socket_inode(pair.write))
             var event = epoll_event()
             event.events = EPOLLIN.rawValue
             event.data.u64 = io.token(kind: ClientIO.pairKind)
@@ -384,6 +417,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     /// Counts clients and the socketpair backlog, on the loop thread.
     public func statistics() async -> Statistics {
         await submit { [self] in
+            flushDirty()
             var stats = Statistics(clients: 0, connectedSockets: 0, socketPairBacklogBytes: 0, maxSocketPairBacklogBytes: 0)
             for case let io? in registrations {
                 stats.clients += 1
@@ -412,6 +446,10 @@ final class ClientIO {
     var client: MosquittoClient?
     var pairRead: Int32 = -1
     var pairWrite: Int32 = -1
+    /// The pair's socket inodes (to notice a descriptor number that changed files).
+    var pairInodes: (read: UInt, write: UInt) = (0, 0)
+    /// Whether a byte has shown which end of the pair libmosquitto writes to.
+    var pairConfirmed = false
     var socketFD: Int32 = -1
     var interest: UInt32 = 0
     var isRegistered = false

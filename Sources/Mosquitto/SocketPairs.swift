@@ -9,31 +9,59 @@ import Glibc
 ///
 /// libmosquitto writes a byte into that pair for every packet it queues and only its own
 /// (select-based) loop reads them back; the descriptors are private (`struct mosquitto`
-/// is opaque) and `MOSQ_OPT_DISABLE_SOCKETPAIR` only exists from 2.1. So: create handles
-/// one at a time process-wide, look for the two new unnamed, non-blocking,
-/// not-close-on-exec AF_UNIX stream sockets (lib/net_mosq.c `net__socketpair`: read end
-/// first), and prove they are one pair by sending a byte through it.
+/// is opaque) and `MOSQ_OPT_DISABLE_SOCKETPAIR` only exists from 2.1. So:
+/// - handles are created one at a time, process-wide;
+/// - the candidates are unnamed, non-blocking AF_UNIX stream sockets without
+///   close-on-exec (lib/net_mosq.c `net__socketpair`) that no live handle owns;
+/// - only candidates that appeared during `mosquitto_new` count: the set of candidates
+///   (descriptor and inode) is taken before and after the call, so a foreign socketpair
+///   that merely exists at the time (Foundation's `Process` uses one while it spawns)
+///   is never taken;
+/// - the two must be each other's peer, as the kernel tells (sock_diag UNIX_DIAG_PEER).
+/// The read end is `sv[0]`, the socket created first: the lower inode. The loop
+/// double-checks the direction on first use (`confirmPairDirection`).
 enum SocketPairs {
+    typealias Pair = (read: Int32, write: Int32)
+
+    private struct Candidate: Hashable {
+        var fd: Int32
+        var inode: UInt
+    }
+
     /// Pair descriptors owned by live handles, across every loop of the process.
     private static let known = Mutex<Set<Int32>>([])
 
     /// Runs `create` (a `mosquitto_new` call) and returns its handle and pair.
-    static func create(_ create: () -> OpaquePointer?) throws(MosquittoError) -> (OpaquePointer?, (read: Int32, write: Int32)?) {
+    static func create(_ create: () -> OpaquePointer?) throws(MosquittoError) -> (OpaquePointer?, Pair?) {
         try known.withLock { known throws(MosquittoError) in
+            // Fast path: descriptors are handed out lowest first, so the pair lands at or
+            // near the lowest descriptor free just before the call.
             let hint = cmosq_lowest_free_fd()
+            let window = max(0, hint - 32)..<max(0, hint + 64)
+            let before = candidates(in: window, known)
             guard let handle = create() else { return (nil, nil) }
-            guard let pair = fromHint(hint, known) ?? byScanning(known) else {
-                mosquitto_destroy(handle)
+            if let pair = matchPeers(candidates(in: window, known).subtracting(before)) {
+                known.insert(pair.read)
+                known.insert(pair.write)
+                return (handle, pair)
+            }
+            // Slow path (other threads moved descriptors meanwhile): the same, over every
+            // descriptor of the process, with a fresh handle.
+            mosquitto_destroy(handle)
+            let everyBefore = allCandidates(known)
+            guard let again = create() else { return (nil, nil) }
+            guard let pair = matchPeers(allCandidates(known).subtracting(everyBefore)) else {
+                mosquitto_destroy(again)
                 throw MosquittoError.invalidState("cannot find libmosquitto's internal socketpair (descriptor limit reached?)")
             }
             known.insert(pair.read)
             known.insert(pair.write)
-            return (handle, pair)
+            return (again, pair)
         }
     }
 
     /// Destroys a handle (closing its pair) and forgets the pair's descriptors.
-    static func destroy(_ handle: OpaquePointer, pair: (read: Int32, write: Int32)?) {
+    static func destroy(_ handle: OpaquePointer, pair: Pair?) {
         known.withLock { known in
             mosquitto_destroy(handle)
             if let pair {
@@ -43,40 +71,39 @@ enum SocketPairs {
         }
     }
 
-    /// Fast path: descriptors are handed out lowest first, so the pair normally sits
-    /// at the lowest free descriptor seen just before the call, or near it when other
-    /// threads open or close descriptors meanwhile.
-    private static func fromHint(_ hint: Int32, _ known: Set<Int32>) -> (read: Int32, write: Int32)? {
-        guard hint >= 0 else { return nil }
-        var found: [Int32] = []
-        var fd = max(0, hint - 32)
-        while fd < hint + 64 && found.count < 2 {
-            if !known.contains(fd) && cmosq_is_socketpair_end(fd) { found.append(fd) }
-            fd += 1
+    private static func candidates(in range: Range<Int32>, _ known: Set<Int32>) -> Set<Candidate> {
+        var result = Set<Candidate>()
+        for fd in range where !known.contains(fd) && cmosq_is_socketpair_end(fd) {
+            result.insert(Candidate(fd: fd, inode: cmosq_socket_inode(fd)))
         }
-        guard found.count == 2, isPair(read: found[0], write: found[1]) else { return nil }
-        return (found[0], found[1])
+        return result
     }
 
-    /// Slow path (another thread took descriptors meanwhile): every descriptor.
-    private static func byScanning(_ known: Set<Int32>) -> (read: Int32, write: Int32)? {
+    private static func allCandidates(_ known: Set<Int32>) -> Set<Candidate> {
         var buffer = [Int32](repeating: -1, count: 65_536)
         let count = Int(cmosq_collect_socketpair_ends(&buffer, Int32(buffer.count)))
-        let candidates = buffer.prefix(count).filter { !known.contains($0) }.sorted()
-        for read in candidates {
-            for write in candidates where write != read && isPair(read: read, write: write) {
-                return (read, write)
+        var result = Set<Candidate>()
+        for fd in buffer.prefix(count) where !known.contains(fd) {
+            result.insert(Candidate(fd: fd, inode: cmosq_socket_inode(fd)))
+        }
+        return result
+    }
+
+    /// Two new candidates that are each other's peer, read end (lower inode) first.
+    private static func matchPeers(_ new: Set<Candidate>) -> Pair? {
+        guard new.count >= 2 else { return nil }
+        let sorted = new.sorted { $0.inode < $1.inode }
+        let byInode = Dictionary(sorted.map { (UInt32(truncatingIfNeeded: $0.inode), $0) }, uniquingKeysWith: { first, _ in first })
+        for candidate in sorted {
+            var peer: UInt32 = 0
+            guard cmosq_unix_peer_inode(UInt32(truncatingIfNeeded: candidate.inode), &peer) == 0 else {
+                // A kernel without unix_diag: exactly two new sockets is the pair.
+                return sorted.count == 2 ? (sorted[0].fd, sorted[1].fd) : nil
+            }
+            if let other = byInode[peer], other != candidate {
+                return candidate.inode < other.inode ? (candidate.fd, other.fd) : (other.fd, candidate.fd)
             }
         }
         return nil
-    }
-
-    private static func isPair(read: Int32, write: Int32) -> Bool {
-        var byte: UInt8 = 0
-        guard send(write, &byte, 1, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) == 1 else { return false }
-        // libmosquitto ignores what it reads from its pair, so a stray zero byte is harmless.
-        let arrived = cmosq_pending_bytes(read) >= 1
-        if arrived { cmosq_drain(read) }
-        return arrived
     }
 }

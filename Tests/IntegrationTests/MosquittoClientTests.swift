@@ -3,7 +3,7 @@ import Mosquitto
 import Testing
 
 /// The Swift wrapper against a real mosquitto started per test.
-@Suite("Mosquitto client against a real broker")
+@Suite("Mosquitto client against a real broker", .timeLimit(.minutes(3)))
 struct MosquittoClientTests {
     @Test("round trip keeps payload and v5 properties", arguments: QoS.allCases)
     func roundTrip(qos: QoS) async throws {

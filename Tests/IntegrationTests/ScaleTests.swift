@@ -4,7 +4,7 @@ import Testing
 
 /// Thousands of clients on one loop thread (../shared/notes/libmosquitto.md: select-based
 /// loops fail past descriptor 1024; undrained socketpairs leak kernel memory).
-@Suite("Many clients on one event loop")
+@Suite("Many clients on one event loop", .timeLimit(.minutes(3)))
 struct ScaleTests {
     static let clientCount = Int(ProcessInfo.processInfo.environment["IMGW_SCALE_CLIENTS"] ?? "") ?? 2_000
 
@@ -19,12 +19,18 @@ struct ScaleTests {
 
         let before = ProcessSnapshot.now()
         let clients = (0..<count).map { index in
-            makeClient(broker, id: "scale-\(index)", loop: loop) { $0.keepalive = 60 }
+            makeClient(broker, id: "scale-\(index)", loop: loop) {
+                $0.keepalive = 60
+                $0.connectTimeout = 30
+            }
         }
         let inboxes = clients.map { Collector($0.messages) }
-        // Connect and subscribe all of them concurrently.
+        // Connect and subscribe them, 32 at a time: mosquitto 2.0 listens with a backlog
+        // of 100, and a handshake dropped from a full accept queue is retried only after a
+        // second or more (other tests' brokers share the two cores).
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, client) in clients.enumerated() {
+                if index >= 32 { try await group.next() }
                 group.addTask {
                     try await client.connect()
                     try await client.subscribe("scale/\(index)", qos: .atLeastOnce)
@@ -67,9 +73,6 @@ struct ScaleTests {
             for _ in 0..<rounds { _ = try await inbox.next(within: 30, "round message") }
         }
         let after = await loop.statistics()
-        // The loop drains a pair when epoll reports it readable, so bytes queued by the
-        // last packets are gone one loop turn later.
-        let settled = await loop.statistics()
         let fdsPerClient = Double(connected.descriptors - before.descriptors) / Double(count)
         let rssPerClient = Double(connected.rssKiB - before.rssKiB) / Double(count)
         print("""
@@ -77,13 +80,12 @@ struct ScaleTests {
             (\(connected.descriptors) open, highest \(connected.maxDescriptor)); \
             RSS \(String(format: "%.1f", rssPerClient)) KiB per client (process \(connected.rssKiB) KiB, test harness included); \
             socketpair backlog after \(count * (rounds + 1)) publishes: total \(after.socketPairBacklogBytes) B, \
-            max \(after.maxSocketPairBacklogBytes) B per client; one loop turn later \(settled.socketPairBacklogBytes) B
+            max \(after.maxSocketPairBacklogBytes) B per client
             """)
         #expect(fdsPerClient <= 3.05, "libmosquitto needs 3 descriptors per client: socket + socketpair")
-        // Undrained, every client would hold a byte per packet it queued (>= 2 × 21 here).
-        #expect(after.socketPairBacklogBytes < count, "the loop drains libmosquitto's socketpair")
-        #expect(after.maxSocketPairBacklogBytes <= 2 * (rounds + 1))
-        #expect(settled.socketPairBacklogBytes == 0)
+        // Undrained, every client would hold a byte per packet it queued (>= 2 × 21 here);
+        // the loop drains each pair when it flushes the client.
+        #expect(after.socketPairBacklogBytes == 0, "the loop drains libmosquitto's socketpair")
 
         try await withThrowingTaskGroup(of: Void.self) { group in
             for client in clients {

@@ -3,7 +3,7 @@ import Mosquitto
 import Testing
 
 /// TLS to a mosquitto TLS listener, with a CA and certificates made by the test.
-@Suite("Mosquitto client over TLS")
+@Suite("Mosquitto client over TLS", .timeLimit(.minutes(3)))
 struct TLSTests {
     /// A throwaway PKI: a CA, a server certificate for localhost/127.0.0.1, a client
     /// certificate, and an unrelated CA.
@@ -11,19 +11,19 @@ struct TLSTests {
         let directory: URL
         var path: (String) -> String { { self.directory.appendingPathComponent($0).path } }
 
-        static func make() throws -> PKI {
+        static func make() async throws -> PKI {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-pki-\(UUID().uuidString.prefix(8))")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let openssl = "/usr/bin/openssl"
             let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
             for ca in ["ca", "other-ca"] {
-                try run(openssl, ["req", "-x509"] + key + ["-keyout", "\(ca).key", "-out", "\(ca).crt", "-days", "2", "-subj", "/CN=imgw test \(ca)"], in: directory)
+                try await run(openssl, ["req", "-x509"] + key + ["-keyout", "\(ca).key", "-out", "\(ca).crt", "-days", "2", "-subj", "/CN=imgw test \(ca)"], in: directory)
             }
             try "subjectAltName=DNS:localhost,IP:127.0.0.1\n".write(to: directory.appendingPathComponent("server.ext"), atomically: true, encoding: .utf8)
             try "extendedKeyUsage=clientAuth\n".write(to: directory.appendingPathComponent("client.ext"), atomically: true, encoding: .utf8)
             for (name, subject) in [("server", "/CN=localhost"), ("client", "/CN=alice")] {
-                try run(openssl, ["req"] + key + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", subject], in: directory)
-                try run(openssl, ["x509", "-req", "-in", "\(name).csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                try await run(openssl, ["req"] + key + ["-keyout", "\(name).key", "-out", "\(name).csr", "-subj", subject], in: directory)
+                try await run(openssl, ["x509", "-req", "-in", "\(name).csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                                   "-out", "\(name).crt", "-days", "2", "-extfile", "\(name).ext"], in: directory)
             }
             return PKI(directory: directory)
@@ -43,7 +43,7 @@ struct TLSTests {
 
     @Test("publish and receive over TLS, verifying the broker against the test CA")
     func roundTrip() async throws {
-        let pki = try PKI.make()
+        let pki = try await PKI.make()
         defer { try? FileManager.default.removeItem(at: pki.directory) }
         let broker = try await tlsBroker(pki)
         let client = makeClient(broker) {
@@ -63,7 +63,7 @@ struct TLSTests {
 
     @Test("a broker certificate from another CA is refused")
     func wrongCA() async throws {
-        let pki = try PKI.make()
+        let pki = try await PKI.make()
         defer { try? FileManager.default.removeItem(at: pki.directory) }
         let broker = try await tlsBroker(pki)
         let client = makeClient(broker) {
@@ -78,7 +78,7 @@ struct TLSTests {
 
     @Test("a plain client cannot talk to the TLS listener; a missing CA file is a clear argument error")
     func misconfigured() async throws {
-        let pki = try PKI.make()
+        let pki = try await PKI.make()
         defer { try? FileManager.default.removeItem(at: pki.directory) }
         let broker = try await tlsBroker(pki)
         let plain = makeClient(broker)
@@ -97,7 +97,7 @@ struct TLSTests {
 
     @Test("mutual TLS: the client certificate is presented")
     func clientCertificate() async throws {
-        let pki = try PKI.make()
+        let pki = try await PKI.make()
         defer { try? FileManager.default.removeItem(at: pki.directory) }
         let broker = try await tlsBroker(pki, requireClientCertificate: true)
         let without = makeClient(broker) {

@@ -71,7 +71,7 @@ final class TestBroker: Sendable {
             let passwordFile = directory.appendingPathComponent("passwords")
             try "".write(to: passwordFile, atomically: true, encoding: .utf8)
             for (user, password) in options.users.sorted(by: { $0.key < $1.key }) {
-                try run("/usr/bin/mosquitto_passwd", ["-b", passwordFile.path, user, password])
+                try await run("/usr/bin/mosquitto_passwd", ["-b", passwordFile.path, user, password])
             }
             lines.append("allow_anonymous false")
             lines.append("password_file \(passwordFile.path)")
@@ -202,9 +202,11 @@ func freePort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-/// Runs a program to completion; throws with its output if it fails.
+/// Runs a program to completion; throws with its output if it fails. Waits for the exit
+/// through the termination handler (Foundation's `waitUntilExit` can hang off the main
+/// thread on Linux).
 @discardableResult
-func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> String {
+func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) async throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
@@ -212,9 +214,12 @@ func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) 
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = pipe
+    process.standardInput = FileHandle.nullDevice
+    let exit = ExitSignal()
+    process.terminationHandler = { _ in exit.fire() }
     try process.run()
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    await exit.wait()
     let output = String(decoding: data, as: UTF8.self)
     guard process.terminationStatus == 0 else {
         throw TestError("\(executable) \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(output)")
