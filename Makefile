@@ -38,12 +38,13 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
-## Every test: unit tests, the protocol's test vectors, integration tests against real
-## mosquitto brokers the tests start on free ports, then a bounded fuzzing run.
+## Every test: a bounded fuzzing run of the frame decoder, then unit tests, the protocol's
+## test vectors, and integration tests against real mosquitto brokers the tests start on
+## free ports (the test summary is the last thing printed).
 test: deps
+	@if [ "$(FUZZ_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SECONDS); fi
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
-	@if [ "$(FUZZ_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SECONDS); fi
 
 unit-test: deps
 	$(SWIFT) test --filter 'MosquittoTests|IMWireTests'
