@@ -7,9 +7,16 @@ let package = Package(
     products: [
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
         .library(name: "IMWire", targets: ["IMWire"]),
+        .library(name: "IMGateway", targets: ["IMGateway"]),
+        .executable(name: "imgw", targets: ["imgw"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         // System libraries (apt providers so `swift build` names the missing package).
@@ -36,7 +43,40 @@ let package = Package(
             ]
         ),
 
+        // The bridge: TLV clients on one side, one MQTT session per device on the other.
+        .target(
+            name: "IMGateway",
+            dependencies: [
+                "IMWire",
+                "Mosquitto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        .executableTarget(
+            name: "imgw",
+            dependencies: [
+                "IMGateway",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"]),
+        .testTarget(
+            name: "IMGatewayTests",
+            dependencies: [
+                "IMGateway",
+                "IMWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "IMWireTests",
             dependencies: [
@@ -48,6 +88,15 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         // Tests against real processes (mosquitto, later imgw), started on free ports.
-        .testTarget(name: "IntegrationTests", dependencies: ["Mosquitto"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: [
+                "Mosquitto",
+                "IMWire",
+                "IMGateway",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
     ]
 )

@@ -1,0 +1,3 @@
+import IMGateway
+
+print("imgw \(IMGatewayInfo.version)")
