@@ -1,3 +1,93 @@
+import ArgumentParser
+import Foundation
 import IMGateway
+import Logging
+import ServiceLifecycle
 
-print("imgw \(IMGatewayInfo.version)")
+@main
+struct IMGW: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "imgw",
+        abstract: "IMGateway: mobile IM clients (TLV over TCP) on an MQTT broker.",
+        version: IMGatewayInfo.version,
+        subcommands: [Serve.self, CheckConfig.self],
+        defaultSubcommand: Serve.self)
+}
+
+struct ConfigOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: "Configuration file (YAML). Without it, built-in defaults (see config/imgw.yaml).")
+    var config: String?
+
+    func load() throws -> GatewayConfiguration {
+        guard let config else { return GatewayConfiguration.defaults }
+        return try GatewayConfiguration.load(from: config)
+    }
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the gateway.")
+
+    @OptionGroup var options: ConfigOptions
+
+    @Option(help: "Broker to use, mqtt://HOST:PORT or mqtts://HOST:PORT (overrides the configuration; without one imgw starts an embedded mosquitto).")
+    var broker: String?
+
+    @Option(help: "Listen address HOST:PORT for TLV clients (overrides the configuration).")
+    var listen: String?
+
+    func run() async throws {
+        var configuration = try options.load()
+        if let broker { configuration.broker.url = broker }
+        if let listen {
+            let parts = listen.split(separator: ":")
+            guard parts.count == 2, let port = Int(parts[1]) else { throw ValidationError("--listen wants HOST:PORT") }
+            configuration.listen.host = String(parts[0])
+            configuration.listen.port = port
+        }
+        try configuration.validate()
+
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
+            return handler
+        }
+        let logger = Logger(label: "imgw")
+        for warning in configuration.warnings() {
+            logger.warning("\(warning)")
+        }
+
+        var services: [any Service] = []
+        let endpoint: BrokerEndpoint
+        if let url = configuration.broker.url {
+            endpoint = try BrokerEndpoint(url: url)
+        } else {
+            let embedded = EmbeddedBroker(settings: configuration.embeddedBroker, logger: logger)
+            try await embedded.start()
+            services.append(embedded)
+            endpoint = embedded.endpoint
+        }
+        let server = try await GatewayServer.bind(configuration: configuration, broker: endpoint, logger: logger)
+        services.append(server)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: services.map { .init(service: $0) },
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        try await group.run()
+    }
+}
+
+struct CheckConfig: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "check-config", abstract: "Validate a configuration file and print warnings.")
+
+    @OptionGroup var options: ConfigOptions
+
+    func run() async throws {
+        let configuration = try options.load()
+        try configuration.validate()
+        for warning in configuration.warnings() {
+            print("warning: \(warning)")
+        }
+        print("\(options.config ?? "built-in defaults"): OK")
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import IMGateway
 import Synchronization
 
 #if canImport(Glibc)
@@ -10,7 +11,7 @@ import Glibc
 final class TestBroker: Sendable {
     let port: Int
     let directory: URL
-    private let process: Process
+    private let process: ChildProcess
     private let log: LogBuffer
     private let exit: ExitSignal
 
@@ -82,34 +83,24 @@ final class TestBroker: Sendable {
         let config = directory.appendingPathComponent("mosquitto.conf")
         try (lines.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
-        process.arguments = ["-c", config.path]
-        let pipe = Pipe()
-        process.standardError = pipe
-        process.standardOutput = pipe
+        // ChildProcess, not Foundation's Process: the child gets a clean signal mask, so
+        // SIGTERM stops it (mosquitto then saves its persistence).
+        let process = try ChildProcess(executable: "/usr/sbin/mosquitto", arguments: ["-c", config.path])
         let log = LogBuffer()
-        let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                readySink.yield(false)
-                return
-            }
-            let text = String(decoding: data, as: UTF8.self)
-            let all = log.text.withLock { log in
-                log += text
-                return log
-            }
-            if all.contains(" running") { readySink.yield(true) }
-        }
         let exit = ExitSignal()
-        process.terminationHandler = { _ in
+        let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
+        Task {
+            for await line in process.lines {
+                let all = log.text.withLock { log in
+                    log += line + "\n"
+                    return log
+                }
+                if all.contains(" running") { readySink.yield(true) }
+            }
             readySink.yield(false)
+            await process.waitForExit()
             exit.fire()
         }
-        try process.run()
         let started = await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 for await value in ready { return value }
@@ -124,14 +115,14 @@ final class TestBroker: Sendable {
             readySink.finish()
             return first
         }
-        guard started, process.isRunning else {
-            if process.isRunning { process.terminate() }
+        guard started, !process.hasExited else {
+            process.signal(SIGKILL)
             throw TestError("mosquitto did not start on port \(port): \(log.text.withLock { $0 })")
         }
         return TestBroker(port: port, directory: directory, process: process, log: log, exit: exit)
     }
 
-    private init(port: Int, directory: URL, process: Process, log: LogBuffer, exit: ExitSignal) {
+    private init(port: Int, directory: URL, process: ChildProcess, log: LogBuffer, exit: ExitSignal) {
         self.port = port
         self.directory = directory
         self.process = process
@@ -142,23 +133,23 @@ final class TestBroker: Sendable {
     /// What the broker logged so far.
     var output: String { log.text.withLock { $0 } }
 
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     /// SIGTERM and wait for the exit (mosquitto saves persistence on a clean exit).
     func stop() async {
-        kill(process.processIdentifier, SIGTERM)
+        process.signal(SIGTERM)
         await exit.wait()
     }
 
     /// SIGKILL and wait for the exit.
     func kill9() async {
-        kill(process.processIdentifier, SIGKILL)
+        process.signal(SIGKILL)
         await exit.wait()
     }
 
     deinit {
         // No waiting here: Foundation's waitUntilExit can deadlock off the main thread.
-        kill(process.processIdentifier, SIGKILL)
+        process.signal(SIGKILL)
         try? FileManager.default.removeItem(at: directory)
     }
 

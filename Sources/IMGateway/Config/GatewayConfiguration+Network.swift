@@ -1,0 +1,94 @@
+extension GatewayConfiguration {
+    /// `listen`: where TLV clients connect.
+    public struct ListenSettings: Codable, Sendable, Hashable {
+        /// `host`: the address to bind. Default `127.0.0.1`.
+        public var host: String
+        /// `port`: the TCP port; 0 picks a free one. Default 6969.
+        public var port: Int
+        /// `tls`: serve TLS with this certificate and key. Default none (plain TCP).
+        public var tls: TLSSettings?
+
+        /// Creates listen settings with the defaults.
+        public init(host: String = "127.0.0.1", port: Int = 6969, tls: TLSSettings? = nil) {
+            self.host = host
+            self.port = port
+            self.tls = tls
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case host, port, tls
+        }
+
+        public init(from decoder: any Decoder) throws {
+            try decoder.rejectUnknownKeys(CodingKeys.self)
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let d = Self()
+            self.host = try c.value(.host, or: d.host)
+            self.port = try c.value(.port, or: d.port)
+            self.tls = try c.value(.tls, or: d.tls)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(self.host, forKey: .host)
+            try c.encode(self.port, forKey: .port)
+            try c.encode(self.tls, forKey: .tls)
+        }
+    }
+
+    /// `listen.tls`: a certificate chain and its private key, PEM files.
+    public struct TLSSettings: Codable, Sendable, Hashable {
+        /// `cert_file`: the certificate chain (PEM).
+        public var certFile: String
+        /// `key_file`: the private key (PEM).
+        public var keyFile: String
+
+        /// Creates TLS settings.
+        public init(certFile: String, keyFile: String) {
+            self.certFile = certFile
+            self.keyFile = keyFile
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case certFile = "cert_file"
+            case keyFile = "key_file"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            try decoder.rejectUnknownKeys(CodingKeys.self)
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            self.certFile = try c.path(.certFile)
+            self.keyFile = try c.path(.keyFile)
+        }
+    }
+
+    /// `metrics`: the Prometheus text endpoint (`GET /metrics`).
+    public struct MetricsSettings: Codable, Sendable, Hashable {
+        /// `host`: the address to bind. Default `127.0.0.1`.
+        public var host: String
+        /// `port`: the TCP port; 0 picks a free one. Default 9469.
+        public var port: Int
+        /// `enabled`: whether to serve metrics. Default true.
+        public var enabled: Bool
+
+        /// Creates metrics settings with the defaults.
+        public init(host: String = "127.0.0.1", port: Int = 9469, enabled: Bool = true) {
+            self.host = host
+            self.port = port
+            self.enabled = enabled
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case host, port, enabled
+        }
+
+        public init(from decoder: any Decoder) throws {
+            try decoder.rejectUnknownKeys(CodingKeys.self)
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let d = Self()
+            self.host = try c.value(.host, or: d.host)
+            self.port = try c.value(.port, or: d.port)
+            self.enabled = try c.value(.enabled, or: d.enabled)
+        }
+    }
+}

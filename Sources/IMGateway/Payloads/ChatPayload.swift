@@ -1,0 +1,123 @@
+import Foundation
+import IMWire
+import NIOCore
+
+/// A chat message on `{prefix}/u/{to}/inbox`.
+///
+/// ```json
+/// {"from":"alice","id":"m-0001","text":"Hello, Bob! 👋","to":"bob","ts":1735689600123,"type":"text"}
+/// ```
+/// Text content is in `text`; other content (`type` `image`, `file_content`, `voice`, `video`,
+/// `location_card`, `custom`: the lower-cased IMWire tag names) is base64 in `data`. `qos` is
+/// present only when not 1; `ext` holds application-defined items (tags 0xF000–0xFFFE).
+public struct ChatPayload: Codable, Hashable, Sendable {
+    /// The sender's message id.
+    public var id: String
+    /// The sender's user id.
+    public var from: String
+    /// The recipient's user id.
+    public var to: String
+    /// When the gateway accepted the message, Unix milliseconds (SERVER_TIME).
+    public var ts: UInt64
+    /// The content type: the lower-cased tag name, e.g. `text` or `image`.
+    public var type: String
+    /// The text, for `text` content.
+    public var text: String?
+    /// The content bytes in base64, for other content.
+    public var data: String?
+    /// The QoS the sender asked for, when not 1.
+    public var qos: Int?
+    /// Application-defined items, passed through to the recipient.
+    public var ext: [Extension]?
+
+    /// One application-defined TLV item.
+    public struct Extension: Codable, Hashable, Sendable {
+        /// The tag, 0xF000–0xFFFE (61440–65534).
+        public var tag: Int
+        /// The value in base64.
+        public var data: String
+
+        /// Creates an item.
+        public init(tag: Int, data: String) {
+            self.tag = tag
+            self.data = data
+        }
+    }
+
+    /// Creates a payload field by field.
+    public init(
+        id: String, from: String, to: String, ts: UInt64, type: String,
+        text: String? = nil, data: String? = nil, qos: Int? = nil, ext: [Extension]? = nil
+    ) {
+        self.id = id
+        self.from = from
+        self.to = to
+        self.ts = ts
+        self.type = type
+        self.text = text
+        self.data = data
+        self.qos = qos
+        self.ext = ext
+    }
+
+    /// The payload for `send`, sent by `from` and accepted at `serverTime` (Unix ms).
+    public init(send: ChatSend, from: String, serverTime: UInt64) {
+        let text = send.content.text
+        self.init(
+            id: send.messageID, from: from, to: send.to, ts: serverTime,
+            type: Self.typeName(of: send.content.tag),
+            text: text,
+            data: text == nil ? Data(send.content.value.readableBytesView).base64EncodedString() : nil,
+            qos: send.qos == .atLeastOnce ? nil : Int(send.qos.rawValue),
+            ext: send.extensions.isEmpty
+                ? nil
+                : send.extensions.map { Extension(tag: Int($0.tag.rawValue), data: Data($0.value.readableBytesView).base64EncodedString()) }
+        )
+    }
+
+    /// The DELIVERY frame body for the recipient's devices; checks every field.
+    public func delivery(resend: Bool = false) throws(PayloadError) -> ChatDelivery {
+        guard IMIdentifier.isValid(self.from) else { throw .invalidField("from", value: self.from) }
+        guard IMWire.messageIDLength.contains(self.id.utf8.count) else { throw .invalidField("id", value: self.id) }
+        guard let tag = Self.tag(ofType: self.type) else { throw .invalidField("type", value: self.type) }
+        let value: ByteBuffer
+        if tag == .text, let text = self.text {
+            value = ByteBuffer(string: text)
+        } else {
+            guard let data = self.data else { throw .invalidField("data", value: "(absent)") }
+            value = try Self.bytes(base64: data, field: "data")
+        }
+        var qos = IMQoS.atLeastOnce
+        if let raw = self.qos {
+            guard let parsed = UInt8(exactly: raw).flatMap(IMQoS.init(rawValue:)) else { throw .invalidField("qos", value: "\(raw)") }
+            qos = parsed
+        }
+        var extensions: [TLVItem] = []
+        for (index, item) in (self.ext ?? []).enumerated() {
+            guard let raw = UInt16(exactly: item.tag), IMTag(raw).isApplicationDefined else {
+                throw .invalidField("ext[\(index)].tag", value: "\(item.tag)")
+            }
+            extensions.append(TLVItem(tag: IMTag(raw), value: try Self.bytes(base64: item.data, field: "ext[\(index)].data")))
+        }
+        return ChatDelivery(
+            from: self.from, messageID: self.id, serverTime: self.ts, content: IMContent(tag: tag, value: value),
+            qos: qos, resend: resend, extensions: extensions)
+    }
+
+    /// The `type` of a content tag: its IMWire name in lower case (`text`, `image`, ...).
+    public static func typeName(of tag: IMTag) -> String {
+        tag.name?.lowercased() ?? "0x\(String(tag.rawValue, radix: 16))"
+    }
+
+    /// The content tag of a `type`, or `nil` if it names none.
+    public static func tag(ofType type: String) -> IMTag? {
+        contentTags.first { typeName(of: $0) == type }
+    }
+
+    private static let contentTags: [IMTag] = (0x1001...0x1007).map { IMTag(UInt16($0)) }
+
+    private static func bytes(base64: String, field: String) throws(PayloadError) -> ByteBuffer {
+        guard let data = Data(base64Encoded: base64) else { throw .invalidField(field, value: base64) }
+        return ByteBuffer(bytes: data)
+    }
+}

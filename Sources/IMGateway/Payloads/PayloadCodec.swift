@@ -1,0 +1,44 @@
+import Foundation
+
+/// Encodes and decodes the gateway's MQTT payloads: JSON in UTF-8 with sorted keys and
+/// unescaped slashes, so that `mosquitto_sub -v -t 'im/#'` shows stable, readable lines.
+public enum PayloadCodec {
+    /// The MQTT v5 content type of every payload.
+    public static let contentType = "application/json"
+
+    /// The JSON of `value`.
+    ///
+    /// The payload types of this module always encode; non-finite numbers, the one thing
+    /// JSON cannot hold, are written as the strings `"inf"`, `"-inf"` and `"nan"`.
+    public static func encode<T: Encodable>(_ value: T) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        do {
+            return Array(try encoder.encode(value))
+        } catch {
+            preconditionFailure("\(T.self) failed to encode as JSON: \(error)")
+        }
+    }
+
+    /// Decodes a `T` from JSON, or throws ``PayloadError``.
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws(PayloadError) -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(bytes))
+        } catch let error as PayloadError {
+            throw error
+        } catch let DecodingError.keyNotFound(key, context) {
+            throw .malformed("no \(path(context.codingPath + [key]))")
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+            throw .malformed("\(path(context.codingPath)): \(context.debugDescription)")
+        } catch let DecodingError.dataCorrupted(context) {
+            throw .malformed(context.codingPath.isEmpty ? "not JSON" : "\(path(context.codingPath)): \(context.debugDescription)")
+        } catch {
+            throw .malformed("\(error)")
+        }
+    }
+
+    private static func path(_ codingPath: [any CodingKey]) -> String {
+        codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+    }
+}

@@ -1,0 +1,113 @@
+/// Whether a message id was seen before.
+public enum DedupDecision: Hashable, Sendable {
+    /// Not seen in the window: publish it.
+    case new
+    /// Accepted before: ACK it again (with the earlier SERVER_TIME, if it was recorded) and do
+    /// not publish it twice.
+    case duplicate(serverTime: UInt64?)
+}
+
+/// The message ids each sender had accepted recently, to ACK a resent message without
+/// publishing it twice (docs/PROTOCOL.md section 10: clients resend with the same id).
+///
+/// Bounded twice: at most ``maxIDsPerSender`` ids per sender (the oldest go first) and ids
+/// older than ``maxAge`` seconds are forgotten. Expired ids of one sender go when that sender
+/// is next checked; every ``maxAge`` a sweep drops them for all senders, so memory holds no
+/// more than the ids recorded in the last two ``maxAge`` periods.
+///
+/// Time is injected as seconds on any clock that does not run backwards much (a clock stepping
+/// back only keeps ids longer).
+///
+/// ```swift
+/// switch window.check(sender: user, id: chat.messageID, now: now) {
+/// case .duplicate(let serverTime): ack(serverTime)       // no second publish
+/// case .new: publish(); window.record(sender: user, id: chat.messageID, serverTime: t, now: now)
+/// }
+/// ```
+public struct DedupWindow: Sendable {
+    /// Ids remembered per sender.
+    public let maxIDsPerSender: Int
+    /// Seconds an id is remembered.
+    public let maxAge: Double
+
+    private var senders: [String: SenderWindow] = [:]
+    private var lastSweep: Double? = nil
+
+    /// Creates an empty window: by default the last 4096 ids per sender, for 10 minutes.
+    public init(maxIDsPerSender: Int = 4096, maxAge: Double = 600) {
+        precondition(maxIDsPerSender > 0 && maxAge > 0, "the window must hold something")
+        self.maxIDsPerSender = maxIDsPerSender
+        self.maxAge = maxAge
+    }
+
+    /// Whether `id` from `sender` was recorded within the window. Does not record it: record
+    /// once the message was really accepted, so that a failed publish can be retried.
+    public mutating func check(sender: String, id: String, now: Double) -> DedupDecision {
+        self.sweepIfDue(now: now)
+        guard var window = self.senders[sender] else { return .new }
+        window.expire(before: now - self.maxAge)
+        defer { self.senders[sender] = window.isEmpty ? nil : window }
+        guard let serverTime = window.serverTimes[id] else { return .new }
+        return .duplicate(serverTime: serverTime)
+    }
+
+    /// Remembers that `id` from `sender` was accepted at `now` (with the SERVER_TIME it was
+    /// given, for ACKs of resends). Recording an id again keeps the first record.
+    public mutating func record(sender: String, id: String, serverTime: UInt64? = nil, now: Double) {
+        self.sweepIfDue(now: now)
+        var window = self.senders[sender] ?? SenderWindow()
+        window.expire(before: now - self.maxAge)
+        window.insert(id, serverTime: serverTime, at: now, limit: self.maxIDsPerSender)
+        self.senders[sender] = window
+    }
+
+    /// Forgets every id older than ``maxAge`` and every sender left without ids.
+    public mutating func purge(now: Double) {
+        let cutoff = now - self.maxAge
+        self.senders = self.senders.compactMapValues { window in
+            var window = window
+            window.expire(before: cutoff)
+            return window.isEmpty ? nil : window
+        }
+        self.lastSweep = now
+    }
+
+    /// Senders with ids in the window.
+    public var senderCount: Int { self.senders.count }
+
+    /// Ids in the window, over all senders.
+    public var idCount: Int { self.senders.values.reduce(0) { $0 + $1.count } }
+
+    private mutating func sweepIfDue(now: Double) {
+        guard let lastSweep else {
+            self.lastSweep = now
+            return
+        }
+        if now - lastSweep >= self.maxAge { self.purge(now: now) }
+    }
+}
+
+/// One sender's ids, oldest first.
+private struct SenderWindow: Sendable {
+    var order = FIFO<(id: String, recordedAt: Double)>()
+    var serverTimes: [String: UInt64?] = [:]
+
+    var isEmpty: Bool { self.order.isEmpty }
+    var count: Int { self.order.count }
+
+    mutating func insert(_ id: String, serverTime: UInt64?, at now: Double, limit: Int) {
+        guard self.serverTimes[id] == nil else { return }
+        self.serverTimes[id] = .some(serverTime)
+        self.order.append((id, now))
+        while self.order.count > limit, let oldest = self.order.popFirst() {
+            self.serverTimes[oldest.id] = nil
+        }
+    }
+
+    mutating func expire(before cutoff: Double) {
+        while let oldest = self.order.first, oldest.recordedAt <= cutoff {
+            _ = self.order.popFirst()
+            self.serverTimes[oldest.id] = nil
+        }
+    }
+}

@@ -1,0 +1,109 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process started with posix_spawn, a clean signal mask and default signal
+/// handlers, its output read line by line.
+///
+/// Foundation's `Process` hands the child the spawning thread's signal mask; Swift's
+/// threads block SIGTERM and SIGINT, and a mosquitto started that way ignores SIGTERM
+/// for good (its loop restores the inherited mask around epoll_wait).
+public final class ChildProcess: Sendable {
+    /// The child's pid.
+    public let pid: pid_t
+    /// stdout and stderr, line by line; finishes when the child closes them.
+    public let lines: AsyncStream<String>
+    private let exit = ExitState()
+
+    private final class ExitState: Sendable {
+        let value = Mutex<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
+    }
+
+    /// Starts `executable` with `arguments`.
+    public init(executable: String, arguments: [String]) throws {
+        var pipe: [Int32] = [-1, -1]
+        guard Glibc.pipe(&pipe) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, pipe[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, pipe[1], 2)
+        posix_spawn_file_actions_addclose(&actions, pipe[0])
+        posix_spawn_file_actions_addclose(&actions, pipe[1])
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        close(pipe[1])
+        guard rc == 0 else {
+            close(pipe[0])
+            throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EIO)
+        }
+        self.pid = pid
+        let childPID = pid
+        let exit = self.exit
+        let (lines, sink) = AsyncStream.makeStream(of: String.self)
+        self.lines = lines
+        let readFD = pipe[0]
+        // One thread reads the output, then reaps the child.
+        Thread.detachNewThread {
+            var pending = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(readFD, &buffer, buffer.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                pending.append(contentsOf: buffer[0..<count])
+                while let newline = pending.firstIndex(of: 10) {
+                    sink.yield(String(decoding: pending[..<newline], as: UTF8.self))
+                    pending.removeSubrange(...newline)
+                }
+            }
+            if !pending.isEmpty { sink.yield(String(decoding: pending, as: UTF8.self)) }
+            sink.finish()
+            close(readFD)
+            var status: Int32 = 0
+            while waitpid(childPID, &status, 0) < 0 && errno == EINTR {}
+            let waiters = exit.value.withLock { state in
+                state.status = status
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for waiter in waiters { waiter.resume(returning: status) }
+        }
+    }
+
+    /// Sends a signal (SIGTERM by default).
+    public func signal(_ signal: Int32 = SIGTERM) {
+        kill(pid, signal)
+    }
+
+    /// Whether the child has been reaped.
+    public var hasExited: Bool { exit.value.withLock { $0.status != nil } }
+
+    /// Waits for the child to exit; returns its wait status.
+    @discardableResult
+    public func waitForExit() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            let status = exit.value.withLock { state -> Int32? in
+                if state.status == nil { state.waiters.append(continuation) }
+                return state.status
+            }
+            if let status { continuation.resume(returning: status) }
+        }
+    }
+}

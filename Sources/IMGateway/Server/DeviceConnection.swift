@@ -1,0 +1,379 @@
+import IMWire
+import Logging
+import Mosquitto
+import NIOCore
+import Synchronization
+
+/// One TLV connection: login, then chat, receipts and deliveries through the device's
+/// MQTT session, until logout, drop, timeout, takeover or shutdown.
+struct DeviceConnection {
+    let channel: NIOAsyncChannel<IMFrame, IMFrame>
+    let sequence: OutboundSequence
+    let context: GatewayContext
+    var logger: Logger
+
+    init(channel: NIOAsyncChannel<IMFrame, IMFrame>, sequence: OutboundSequence, context: GatewayContext) {
+        self.channel = channel
+        self.sequence = sequence
+        self.context = context
+        var logger = context.logger
+        logger[metadataKey: "peer"] = "\(channel.channel.remoteAddress?.description ?? "?")"
+        self.logger = logger
+    }
+
+    func run() async {
+        context.statistics.connections.add(1, ordering: .relaxed)
+        defer { context.statistics.connections.subtract(1, ordering: .relaxed) }
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                let writer = FrameWriter(outbound: outbound, sequence: sequence)
+                var frames = inbound.makeAsyncIterator()
+                do {
+                    guard let identity = try await login(&frames, writer) else { return }
+                    try await serve(identity, &frames, writer)
+                } catch let error as IMWireError where error.isFatal {
+                    // The stream is no longer framed: say why, then close.
+                    logger.notice("closing on a malformed frame", metadata: ["error": "\(error)"])
+                    try? await writer.write(error.errorFrame(sequence: sequence.next(), timestamp: unixSeconds()))
+                }
+            }
+        } catch let error as GatewayError {
+            logger.info("connection closed", metadata: ["reason": "\(error)"])
+        } catch {
+            logger.debug("connection ended", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Login
+
+    struct Identity: Sendable {
+        var user: String
+        var device: String
+    }
+
+    /// Answers heartbeats and HELLO until a LOGIN arrives; verifies its token. Returns nil
+    /// when the connection ended or the login was refused (refusal sent, then close).
+    private func login(_ frames: inout NIOAsyncChannelInboundStream<IMFrame>.AsyncIterator, _ writer: FrameWriter) async throws -> Identity? {
+        while let frame = try await frames.next() {
+            guard let message = try await decodeOrRefuse(frame, writer) else { continue }
+            switch message {
+            case .heartbeat:
+                try await writer.write(IMFrame.heartbeatReply(to: frame, timestamp: unixSeconds())!)
+            case .hello(let hello):
+                try await writer.send(.helloOK(helloOK(hello, frame)), replyingTo: frame)
+            case .ack:
+                continue
+            case .login(let request):
+                switch await authenticate(request) {
+                case .success(let identity):
+                    return identity
+                case .failure(let refusal):
+                    logger.notice("login refused", metadata: ["error": "\(refusal.message)"])
+                    try await writer.send(
+                        .error(ErrorNotice(code: refusal.code, message: refusal.message, refSequence: frame.header.sequence)), replyingTo: frame)
+                    return nil
+                }
+            default:
+                try await writer.write(Ack.refusing(sequence: frame.header.sequence, code: .notLoggedIn, message: "log in first").frame(
+                    timestamp: unixSeconds(), sessionID: frame.header.sessionID))
+            }
+        }
+        return nil
+    }
+
+    struct Refusal: Error {
+        var code: IMErrorCode
+        var message: String
+    }
+
+    /// Verifies the token; the device id comes from the LOGIN frame, else the token, else
+    /// "default", and must match the token's when both say.
+    private func authenticate(_ request: LoginRequest) async -> Result<Identity, Refusal> {
+        let device: AuthenticatedDevice
+        do {
+            device = try await context.verifier.verify(request.token)
+        } catch {
+            return .failure(Refusal(code: error.errorCode, message: "\(error)"))
+        }
+        let deviceID = request.deviceID ?? device.deviceID ?? "default"
+        do {
+            try IMIdentifier.validate(deviceID, kind: .device)
+        } catch {
+            return .failure(Refusal(code: .invalidUserID, message: "\(error)"))
+        }
+        if let claimed = device.deviceID, claimed != deviceID {
+            return .failure(Refusal(code: .forbidden, message: "the token is for device \(claimed), not \(deviceID)"))
+        }
+        return .success(Identity(user: device.userID, device: deviceID))
+    }
+
+    /// The message in `frame`; a frame that is well framed but not a valid message gets a
+    /// negative ACK (and nil), a framing error is thrown (the connection closes).
+    private func decodeOrRefuse(_ frame: IMFrame, _ writer: FrameWriter) async throws -> IMMessage? {
+        switch Result(catching: { () throws(IMWireError) -> IMMessage in try IMMessage(frame: frame) }) {
+        case .success(let message):
+            return message
+        case .failure(let error):
+            if error.isFatal { throw error }
+            try await writer.write(Ack.refusing(sequence: frame.header.sequence, code: error.errorCode, message: "\(error)").frame(
+                timestamp: unixSeconds(), sessionID: frame.header.sessionID))
+            return nil
+        }
+    }
+
+    private func helloOK(_ hello: Hello, _ frame: IMFrame) -> HelloOK {
+        HelloOK(
+            version: .current, features: [.zlib, .qos2Chat, .receipts],
+            maxBodyLength: UInt32(context.configuration.limits.maxBodyLength), refSequence: frame.header.sequence)
+    }
+
+    // MARK: Logged in
+
+    private func serve(_ identity: Identity, _ frames: inout NIOAsyncChannelInboundStream<IMFrame>.AsyncIterator, _ writer: FrameWriter) async throws {
+        var sessionLogger = self.logger
+        sessionLogger[metadataKey: "user"] = "\(identity.user)"
+        sessionLogger[metadataKey: "device"] = "\(identity.device)"
+        let logger = sessionLogger
+        let session = DeviceSession(user: identity.user, device: identity.device, context: context)
+        let ending = EndingRecord()
+        let channel = self.channel.channel
+        let registration = await context.registry.register(user: identity.user, device: identity.device) { how in
+            // A newer login of this device, or the gateway shutting down: tell the
+            // device, end the MQTT side as `how` says, close.
+            guard ending.claim(how) else { return }
+            let reason: IMErrorCode = how == .takenOver ? .sessionTakenOver : .serverShuttingDown
+            try? await writer.send(.kick(Kick(reason: reason, message: how == .takenOver ? "logged in elsewhere" : "gateway shutting down")))
+            await session.end(how)
+            try? await channel.close()
+        }
+        defer { Task { [context] in await context.registry.unregister(user: identity.user, device: identity.device, id: registration) } }
+
+        let resumed: Bool
+        do {
+            resumed = try await session.connect()
+            if !resumed {
+                // A new session has nothing queued: subscribe before LOGIN_OK, so nothing
+                // sent to the device after its login can miss it.
+                try await session.subscribeAndAnnounce()
+            }
+        } catch {
+            logger.error("cannot open the MQTT session", metadata: ["error": "\(error)", "broker": "\(context.broker)"])
+            try? await writer.send(.error(ErrorNotice(code: .brokerUnavailable, message: "\(error)")))
+            await session.end(.takenOver)
+            return
+        }
+        try await writer.send(.loginOK(LoginOK(
+            userID: identity.user, deviceID: identity.device, serverTime: unixMilliseconds(),
+            heartbeatInterval: UInt16(clamping: context.configuration.limits.idleTimeout / 3))))
+        channel.pipeline.fireUserInboundEventTriggered(ConnectionTimeoutHandler.LoggedIn())
+        context.statistics.loggedIn.add(1, ordering: .relaxed)
+        defer { context.statistics.loggedIn.subtract(1, ordering: .relaxed) }
+        logger.info("logged in")
+
+        let deliveries = PendingDeliveries()
+        let (uplink, uplinkSink) = AsyncStream.makeStream(of: (ChatSend, IMFrame).self)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await deliver(session, deliveries, writer) }
+            if resumed { group.addTask {
+                // The broker kept the session (and its subscriptions); queued messages may
+                // hold our writes until the device ACKs them, so this runs alongside.
+                do {
+                    try await session.subscribeAndAnnounce()
+                } catch {
+                    logger.error("cannot subscribe or announce presence", metadata: ["error": "\(error)"])
+                    try? await writer.send(.error(ErrorNotice(code: .brokerUnavailable, message: "\(error)")))
+                    try? await channel.close()
+                }
+            } }
+            group.addTask { try await publishInOrder(uplink, session, writer) }
+            group.addTask {
+                // The MQTT connection ending (broker gone, session taken over at the
+                // broker) ends the device connection: the device reconnects.
+                for await event in session.client.events {
+                    if case .disconnected(let reason) = event {
+                        if ending.current == nil {
+                            logger.warning("MQTT session lost", metadata: ["reason": "\(reason)"])
+                            try? await writer.send(.error(ErrorNotice(code: .brokerUnavailable, message: "\(reason)")))
+                            try? await channel.close()
+                        }
+                        return
+                    }
+                }
+            }
+            defer { uplinkSink.finish() }
+            do {
+                while let frame = try await frames.next() {
+                    if try await handle(frame, identity, session, deliveries, writer, uplinkSink) == .logout {
+                        _ = ending.claim(.logout)
+                        break
+                    }
+                }
+            } catch let error as GatewayError {
+                logger.info("closing", metadata: ["reason": "\(error)"])
+            } catch let error as IMWireError where error.isFatal {
+                logger.notice("closing on a malformed frame", metadata: ["error": "\(error)"])
+                try? await writer.write(error.errorFrame(sequence: sequence.next(), timestamp: unixSeconds()))
+            } catch {
+                logger.debug("connection dropped", metadata: ["error": "\(error)"])
+            }
+            let first = ending.claim(.dropped) || ending.current == .logout
+            let how = ending.current ?? .dropped
+            group.cancelAll()
+            if first {
+                // (takeover and shutdown end the session in their `leave` closure)
+                await session.end(how)
+            }
+            if how == .logout { try? await channel.close() }
+            logger.info("session ended", metadata: ["how": "\(how)"])
+        }
+    }
+
+    private enum Outcome { case handled, logout }
+
+    private func handle(
+        _ frame: IMFrame, _ identity: Identity, _ session: DeviceSession, _ deliveries: PendingDeliveries,
+        _ writer: FrameWriter, _ uplink: AsyncStream<(ChatSend, IMFrame)>.Continuation
+    ) async throws -> Outcome {
+        guard let message = try await decodeOrRefuse(frame, writer) else { return .handled }
+        switch message {
+        case .heartbeat:
+            try await writer.write(IMFrame.heartbeatReply(to: frame, timestamp: unixSeconds())!)
+        case .ack(let ack):
+            if let deliveryID = deliveries.remove(ack.sequence) {
+                await session.client.acknowledge(deliveryID: deliveryID)
+            }
+        case .chat(let chat):
+            context.statistics.messagesIn.add(1, ordering: .relaxed)
+            do {
+                try IMIdentifier.validate(chat.to, kind: .user)
+            } catch {
+                try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .invalidUserID, message: "\(error)"), to: frame)
+                return .handled
+            }
+            uplink.yield((chat, frame))
+        case .readReceipt(let receipt):
+            do {
+                try IMIdentifier.validate(receipt.to, kind: .user)
+                try await session.publishReadReceipt(receipt)
+                try await writer.reply(Ack(sequence: frame.header.sequence, messageID: receipt.messageID), to: frame)
+            } catch {
+                try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .badRequest, message: "\(error)"), to: frame)
+            }
+        case .logout:
+            try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
+            return .logout
+        case .login:
+            try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .alreadyLoggedIn), to: frame)
+        case .hello(let hello):
+            try await writer.send(.helloOK(helloOK(hello, frame)), replyingTo: frame)
+        default:
+            try await writer.reply(
+                Ack.refusing(sequence: frame.header.sequence, code: .unknownOperation, message: "not supported by this gateway yet"), to: frame)
+        }
+        return .handled
+    }
+
+    /// Publishes the device's chat messages one after the other (order per conversation),
+    /// each ACKed once the broker has it; a resent id that was already accepted is ACKed
+    /// without publishing again. Runs apart from the frame loop, so the device's ACKs for
+    /// deliveries (which release the session's held writes) are never stuck behind a
+    /// publish.
+    private func publishInOrder(_ uplink: AsyncStream<(ChatSend, IMFrame)>, _ session: DeviceSession, _ writer: FrameWriter) async throws {
+        for await (chat, frame) in uplink {
+            if let earlier = await context.dedup.accepted(user: session.user, id: chat.messageID) {
+                try await writer.reply(Ack(sequence: frame.header.sequence, messageID: chat.messageID, serverTime: earlier), to: frame)
+                continue
+            }
+            let serverTime = unixMilliseconds()
+            do {
+                try await session.publishChat(chat, serverTime: serverTime)
+                await context.dedup.record(user: session.user, id: chat.messageID, serverTime: serverTime)
+                try await writer.reply(Ack(sequence: frame.header.sequence, messageID: chat.messageID, serverTime: serverTime), to: frame)
+            } catch {
+                logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(chat.messageID)"])
+                try await writer.reply(
+                    Ack.refusing(sequence: frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: frame)
+            }
+        }
+    }
+
+    /// Turns what the MQTT session receives into frames for the device.
+    private func deliver(_ session: DeviceSession, _ deliveries: PendingDeliveries, _ writer: FrameWriter) async throws {
+        for await message in session.client.messages {
+            switch context.topics.classify(message.topic) {
+            case .inbox:
+                guard let payload = try? PayloadCodec.decode(ChatPayload.self, from: message.payload),
+                      var delivery = try? payload.delivery()
+                else {
+                    logger.warning("dropping an unreadable inbox message", metadata: ["topic": "\(message.topic)"])
+                    await session.client.acknowledge(message)
+                    continue
+                }
+                delivery.resend = message.dup
+                let sequence = self.sequence.next()
+                deliveries.insert(sequence, message.deliveryID)
+                try await writer.write(IMMessage.delivery(delivery).frame(sequence: sequence, timestamp: unixSeconds(), sessionID: 0))
+                context.statistics.messagesOut.add(1, ordering: .relaxed)
+            case .receipts:
+                if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload) {
+                    try await writer.send(.receiptNotice(payload.notice()))
+                }
+                // Notices are not ACKed by devices (PROTOCOL.md): done once written.
+                await session.client.acknowledge(message)
+            default:
+                await session.client.acknowledge(message)
+            }
+        }
+    }
+}
+
+/// How a logged-in connection ended; the first to claim decides.
+final class EndingRecord: Sendable {
+    private let value = Mutex<DeviceSession.Ending?>(nil)
+
+    /// Records `ending` if nothing was recorded yet; true if it was.
+    func claim(_ ending: DeviceSession.Ending) -> Bool {
+        value.withLock { current in
+            guard current == nil else { return false }
+            current = ending
+            return true
+        }
+    }
+
+    var current: DeviceSession.Ending? { value.withLock { $0 } }
+}
+
+/// Deliveries written to the device and not ACKed yet: frame sequence -> MQTT delivery.
+final class PendingDeliveries: Sendable {
+    private let pending = Mutex<[UInt32: UInt64]>([:])
+
+    func insert(_ sequence: UInt32, _ deliveryID: UInt64) {
+        pending.withLock { $0[sequence] = deliveryID }
+    }
+
+    func remove(_ sequence: UInt32) -> UInt64? {
+        pending.withLock { $0.removeValue(forKey: sequence) }
+    }
+}
+
+/// Writes frames with this connection's sequence numbers and the current time.
+struct FrameWriter: Sendable {
+    let outbound: NIOAsyncChannelOutboundWriter<IMFrame>
+    let sequence: OutboundSequence
+
+    func write(_ frame: IMFrame) async throws {
+        try await outbound.write(frame)
+    }
+
+    /// Sends a message with the next sequence number; a reply echoes the request's
+    /// session id.
+    func send(_ message: IMMessage, replyingTo request: IMFrame? = nil) async throws {
+        try await outbound.write(message.frame(
+            sequence: sequence.next(), timestamp: unixSeconds(), sessionID: request?.header.sessionID ?? 0))
+    }
+
+    /// An ACK for `request`.
+    func reply(_ ack: Ack, to request: IMFrame) async throws {
+        try await outbound.write(ack.frame(timestamp: unixSeconds(), sessionID: request.header.sessionID))
+    }
+}

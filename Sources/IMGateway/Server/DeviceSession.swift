@@ -1,0 +1,126 @@
+import IMWire
+import Logging
+import Mosquitto
+
+/// The MQTT v5 session of one logged-in device: client id derived from user and device,
+/// clean start off, session expiry from the configuration, a retained "offline" presence
+/// as its will, and manual acknowledgement (ack-through) so that a chat message the broker
+/// handed over is only acknowledged once the device ACKed it.
+final class DeviceSession: Sendable {
+    let user: String
+    let device: String
+    let client: MosquittoClient
+    private let context: GatewayContext
+
+    init(user: String, device: String, context: GatewayContext) {
+        self.user = user
+        self.device = device
+        self.context = context
+        let broker = context.configuration.broker
+        var configuration = context.broker.clientConfiguration(clientID: context.topics.mqttClientID(user: user, device: device))
+        configuration.cleanStart = false
+        configuration.sessionExpiryInterval = UInt32(clamping: broker.sessionExpiry)
+        configuration.keepalive = broker.keepalive
+        configuration.maxInflightPublishes = broker.maxInflight
+        configuration.acknowledgement = .manual
+        configuration.will = MosquittoClient.Will(
+            topic: context.topics.presence(user: user, device: device),
+            payload: PayloadCodec.encode(PresencePayload(status: .offline, device: device, ts: unixMilliseconds(), gateway: context.gatewayID)),
+            qos: .atLeastOnce,
+            retain: true,
+            properties: Self.properties(sender: user))
+        self.client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
+    }
+
+    /// JSON content type and the sender as a user property: what `mosquitto_sub -V 5`
+    /// shows next to the payload.
+    static func properties(sender: String, messageID: String? = nil, expiry: UInt32? = nil) -> MQTTProperties {
+        var user = [UserProperty("sender", sender)]
+        if let messageID { user.append(UserProperty("message-id", messageID)) }
+        return MQTTProperties(userProperties: user, contentType: "application/json", messageExpiryInterval: expiry, payloadIsUTF8: true)
+    }
+
+    /// Connects (resuming the device's session if the broker kept it). Returns whether
+    /// the broker resumed a stored session.
+    ///
+    /// With a resumed session, queued messages follow CONNACK at once and, under
+    /// ack-through, hold everything this client queues until the device ACKs them: so
+    /// deliveries must already flow to the device before `subscribeAndAnnounce()` is
+    /// awaited.
+    func connect() async throws -> Bool {
+        try await client.connect().sessionPresent
+    }
+
+    /// Subscribes to the device's inbox and receipts and publishes "online" (retained).
+    func subscribeAndAnnounce() async throws {
+        let results = try await client.subscribe([
+            .init(context.topics.inbox(user: user), qos: .atLeastOnce),
+            .init(context.topics.receipts(user: user), qos: .atLeastOnce),
+        ])
+        for result in results {
+            if case .rejected(let reason) = result {
+                throw MosquittoError.subscriptionRejected(filter: context.topics.inbox(user: user), reason)
+            }
+        }
+        try await publishPresence(.online)
+    }
+
+    func publishPresence(_ status: PresencePayload.Status) async throws {
+        let payload = PresencePayload(status: status, device: device, ts: unixMilliseconds(), gateway: context.gatewayID)
+        try await client.publish(
+            topic: context.topics.presence(user: user, device: device), payload: PayloadCodec.encode(payload),
+            qos: .atLeastOnce, retain: true, properties: Self.properties(sender: user))
+    }
+
+    /// Publishes a chat message to the recipient's inbox and returns once the broker has
+    /// it. The sender is always this session's user, whatever the frame claimed.
+    func publishChat(_ chat: ChatSend, serverTime: UInt64) async throws {
+        let payload = ChatPayload(send: chat, from: user, serverTime: serverTime)
+        try await client.publish(
+            topic: context.topics.inbox(user: chat.to), payload: PayloadCodec.encode(payload),
+            qos: chat.qos == .exactlyOnce ? .exactlyOnce : .atLeastOnce,
+            properties: Self.properties(sender: user, messageID: chat.messageID))
+    }
+
+    /// Publishes a read receipt to the original sender's receipts topic.
+    func publishReadReceipt(_ receipt: ReadReceipt) async throws {
+        let payload = ReceiptPayload(kind: .read, id: receipt.messageID, by: user, device: device, ts: unixMilliseconds())
+        try await client.publish(
+            topic: context.topics.receipts(user: receipt.to), payload: PayloadCodec.encode(payload),
+            qos: .atLeastOnce, properties: Self.properties(sender: user, messageID: receipt.messageID))
+    }
+
+    /// How a device's connection ended.
+    enum Ending: Sendable {
+        /// LOGOUT: publish "offline", disconnect normally (no will).
+        case logout
+        /// The socket dropped or went silent: the broker publishes the will. Deliveries the
+        /// device did not ACK stay with the broker, which redelivers them next time.
+        case dropped
+        /// A newer login of the same device took the session: leave quietly.
+        case takenOver
+        /// The gateway shuts down: like a drop (the device will reconnect elsewhere).
+        case shutdown
+    }
+
+    /// Ends the MQTT side and releases the client.
+    func end(_ ending: Ending) async {
+        switch ending {
+        case .logout:
+            try? await publishPresence(.offline)
+            try? await client.disconnect()
+        case .dropped, .shutdown:
+            if await client.unacknowledgedCount == 0 {
+                // v5 DISCONNECT 0x04: the broker publishes the will now.
+                try? await client.disconnect(reason: .disconnectWithWill)
+            } else {
+                // A normal or 0x04 DISCONNECT would first send the held PUBACKs and lose
+                // what the device never got; dropping the socket fires the will too.
+                await client.abort()
+            }
+        case .takenOver:
+            await client.abort()
+        }
+        await client.close()
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The mosquitto `imgw` starts when no broker is configured: its configuration is
+/// written into the data directory (persistence there too), it listens on loopback, and
+/// it is restarted if it dies. Stopped last on shutdown (SIGTERM: it saves its sessions).
+public final class EmbeddedBroker: Service, Sendable {
+    public let endpoint: BrokerEndpoint
+    private let settings: GatewayConfiguration.EmbeddedBrokerSettings
+    private let logger: Logger
+    private let current = Mutex<ChildProcess?>(nil)
+    private let stopping = Atomic<Bool>(false)
+
+    public init(settings: GatewayConfiguration.EmbeddedBrokerSettings, logger: Logger) {
+        self.settings = settings
+        self.endpoint = BrokerEndpoint(host: settings.host, port: settings.port)
+        var logger = logger
+        logger[metadataKey: "component"] = "embedded-broker"
+        self.logger = logger
+    }
+
+    /// The mosquitto.conf written for it.
+    public func configurationText() -> String {
+        var lines = [
+            "# Written by imgw at each start; edit the imgw configuration instead.",
+            "listener \(settings.port) \(settings.host)",
+            "allow_anonymous true",
+            "per_listener_settings false",
+            "max_queued_messages \(settings.maxQueuedMessages)",
+            "persistence true",
+            "persistence_location \(settings.dataDir.hasSuffix("/") ? settings.dataDir : settings.dataDir + "/")",
+            "autosave_interval 60",
+            "pid_file \(pidFile)",
+            // stderr: unbuffered, so imgw sees "running" at once.
+            "log_dest stderr",
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+            "log_type information",
+            "connection_messages false",
+        ]
+        if geteuid() == 0 { lines.append("user root") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private var pidFile: String { (settings.dataDir as NSString).appendingPathComponent("mosquitto.pid") }
+
+    /// A broker left running by an imgw that was killed (-9) still holds the port and the
+    /// data directory: stop it (SIGTERM, it saves its sessions) before starting ours.
+    private func stopStaleBroker() async {
+        guard let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
+              let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 0,
+              let cmdline = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8),
+              cmdline.contains("mosquitto"), cmdline.contains(settings.dataDir)
+        else { return }
+        logger.notice("stopping a broker left behind by an earlier imgw", metadata: ["pid": "\(pid)"])
+        kill(pid, SIGTERM)
+        for _ in 0..<100 where kill(pid, 0) == 0 {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// Starts mosquitto and returns once it is running (or throws with what it said).
+    public func start() async throws {
+        try FileManager.default.createDirectory(atPath: settings.dataDir, withIntermediateDirectories: true)
+        await stopStaleBroker()
+        let configPath = (settings.dataDir as NSString).appendingPathComponent("mosquitto.conf")
+        try configurationText().write(toFile: configPath, atomically: true, encoding: .utf8)
+        let process: ChildProcess
+        do {
+            process = try ChildProcess(executable: settings.executable, arguments: ["-c", configPath])
+        } catch {
+            throw GatewayError.embeddedBrokerFailed("cannot run \(settings.executable): \(error) (apt-get install mosquitto)")
+        }
+        current.withLock { $0 = process }
+        var said: [String] = []
+        var lines = process.lines.makeAsyncIterator()
+        while let line = await lines.next() {
+            logger.info("\(line)")
+            said.append(line)
+            if line.contains(" running") {
+                logger.info("embedded broker up", metadata: ["endpoint": "\(endpoint)", "data": "\(settings.dataDir)"])
+                // Keep logging what it says.
+                let logger = self.logger
+                let rest = process.lines
+                Task { for await line in rest { logger.info("\(line)") } }
+                return
+            }
+        }
+        throw GatewayError.embeddedBrokerFailed(said.suffix(5).joined(separator: " | "))
+    }
+
+    /// Supervises the broker until graceful shutdown, then stops it.
+    public func run() async throws {
+        var backoff = 1.0
+        try await withGracefulShutdownHandler {
+            while !stopping.load(ordering: .relaxed) {
+                let process = current.withLock { $0 }
+                if let process {
+                    await process.waitForExit()
+                }
+                if stopping.load(ordering: .relaxed) || Task.isCancelled { break }
+                logger.error("embedded broker exited; restarting", metadata: ["in": "\(backoff) s"])
+                try await Task.sleep(for: .seconds(backoff))
+                backoff = min(backoff * 2, 30)
+                do { try await start() } catch { logger.error("restart failed", metadata: ["error": "\(error)"]) }
+            }
+        } onGracefulShutdown: {
+            self.stop()
+        }
+    }
+
+    /// SIGTERM (mosquitto saves its persistent sessions on the way out).
+    public func stop() {
+        stopping.store(true, ordering: .relaxed)
+        current.withLock { $0 }?.signal(SIGTERM)
+    }
+
+    /// Stops the broker and waits for it to exit.
+    public func stopAndWait() async {
+        stop()
+        await current.withLock { $0 }?.waitForExit()
+    }
+}

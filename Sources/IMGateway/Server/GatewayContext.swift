@@ -1,0 +1,100 @@
+import Foundation
+import Logging
+import Mosquitto
+import Synchronization
+
+/// What every connection of one gateway process shares.
+final class GatewayContext: Sendable {
+    let configuration: GatewayConfiguration
+    let broker: BrokerEndpoint
+    let topics: GatewayTopics
+    let verifier: TokenVerifier
+    let mqttLoop: MosquittoEventLoop
+    let registry = SessionRegistry()
+    let dedup: DedupStore
+    let statistics = GatewayStatistics()
+    let gatewayID: String
+    let logger: Logger
+
+    init(configuration: GatewayConfiguration, broker: BrokerEndpoint, mqttLoop: MosquittoEventLoop, logger: Logger) {
+        self.configuration = configuration
+        self.broker = broker
+        self.topics = GatewayTopics(prefix: configuration.topicPrefix, pubsubSpace: configuration.pubsub.topicSpace)
+        self.verifier = TokenVerifier(secret: configuration.auth.jwtSecret, issuer: configuration.auth.issuer, leeway: configuration.auth.leeway)
+        self.mqttLoop = mqttLoop
+        self.gatewayID = configuration.gatewayID
+        self.dedup = DedupStore()
+        self.logger = logger
+    }
+}
+
+/// Counters for the stats topic and metrics.
+final class GatewayStatistics: Sendable {
+    let connections = Atomic<Int>(0)
+    let loggedIn = Atomic<Int>(0)
+    let messagesIn = Atomic<Int>(0)
+    let messagesOut = Atomic<Int>(0)
+}
+
+/// Message ids each user's devices already had accepted (PROTOCOL.md: a resend of an
+/// accepted id is ACKed without publishing again).
+actor DedupStore {
+    private var window = DedupWindow()
+
+    /// The server time of the earlier acceptance if `id` from `user` was accepted before.
+    func accepted(user: String, id: String) -> UInt64? {
+        switch window.check(sender: user, id: id, now: Date.now.timeIntervalSince1970) {
+        case .duplicate(let serverTime): return serverTime ?? unixMilliseconds()
+        case .new: return nil
+        }
+    }
+
+    func record(user: String, id: String, serverTime: UInt64) {
+        window.record(sender: user, id: id, serverTime: serverTime, now: Date.now.timeIntervalSince1970)
+    }
+}
+
+/// The connections logged in on this process, by user and device, for session takeover.
+actor SessionRegistry {
+    private var sessions: [String: Entry] = [:]
+
+    struct Entry: Sendable {
+        let id: UInt64
+        /// Makes the connection leave: KICK with the reason, end the MQTT side, close.
+        let leave: @Sendable (DeviceSession.Ending) async -> Void
+    }
+
+    private var nextID: UInt64 = 0
+
+    /// Registers a new login; an older connection of the same device is told to leave
+    /// first (it sends a KICK and closes) and awaited. Returns the registration id.
+    func register(user: String, device: String, leave: @escaping @Sendable (DeviceSession.Ending) async -> Void) async -> UInt64 {
+        nextID += 1
+        let id = nextID
+        let key = user + "/" + device
+        let previous = sessions[key]
+        sessions[key] = Entry(id: id, leave: leave)
+        if let previous { await previous.leave(.takenOver) }
+        return id
+    }
+
+    /// Graceful shutdown: every logged-in connection leaves (KICK "shutting down", MQTT
+    /// session ended with its will), concurrently.
+    func shutdownAll() async {
+        let entries = Array(sessions.values)
+        sessions.removeAll()
+        await withTaskGroup(of: Void.self) { group in
+            for entry in entries {
+                group.addTask { await entry.leave(.shutdown) }
+            }
+        }
+    }
+
+    /// Forgets a registration (if still current).
+    func unregister(user: String, device: String, id: UInt64) {
+        let key = user + "/" + device
+        if sessions[key]?.id == id { sessions[key] = nil }
+    }
+
+    var count: Int { sessions.count }
+}

@@ -1,0 +1,82 @@
+import IMWire
+import Logging
+import Mosquitto
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// The TLV listener: accepts device connections and runs each one (login, MQTT session,
+/// chat) until it ends. A `Service`: on graceful shutdown it stops accepting, tells the
+/// logged-in devices, and ends their MQTT sessions (the broker publishes their wills).
+public final class GatewayServer: Service, Sendable {
+    /// Where the listener is bound (useful with port 0).
+    public let localAddress: SocketAddress
+    private let serverChannel: NIOAsyncChannel<(NIOAsyncChannel<IMFrame, IMFrame>, OutboundSequence), Never>
+    private let context: GatewayContext
+
+    /// Binds the listener. Nothing is accepted until `run()`.
+    public static func bind(
+        configuration: GatewayConfiguration,
+        broker: BrokerEndpoint,
+        logger: Logger,
+        mqttLoop: MosquittoEventLoop = .shared,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> GatewayServer {
+        let context = GatewayContext(configuration: configuration, broker: broker, mqttLoop: mqttLoop, logger: logger)
+        let limits = configuration.limits
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .bind(host: configuration.listen.host, port: configuration.listen.port) { child in
+                child.eventLoop.makeCompletedFuture {
+                    let sequence = OutboundSequence()
+                    try child.pipeline.syncOperations.addHandlers([
+                        ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
+                        MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
+                        ConnectionTimeoutHandler(
+                            loginTimeout: .seconds(Int64(limits.loginTimeout)),
+                            idleTimeout: .seconds(Int64(limits.idleTimeout)),
+                            sequence: sequence),
+                    ])
+                    let async = try NIOAsyncChannel<IMFrame, IMFrame>(wrappingChannelSynchronously: child)
+                    return (async, sequence)
+                }
+            }
+        return GatewayServer(serverChannel: channel, context: context)
+    }
+
+    private init(
+        serverChannel: NIOAsyncChannel<(NIOAsyncChannel<IMFrame, IMFrame>, OutboundSequence), Never>,
+        context: GatewayContext
+    ) {
+        self.serverChannel = serverChannel
+        self.localAddress = serverChannel.channel.localAddress!
+        self.context = context
+    }
+
+    /// Accepts and serves connections until the listener is closed or graceful shutdown.
+    public func run() async throws {
+        context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
+        try await withGracefulShutdownHandler {
+            try await withThrowingDiscardingTaskGroup { group in
+                try await serverChannel.executeThenClose { inbound in
+                    for try await (connection, sequence) in inbound {
+                        group.addTask {
+                            await DeviceConnection(channel: connection, sequence: sequence, context: self.context).run()
+                        }
+                    }
+                }
+            }
+        } onGracefulShutdown: {
+            self.context.logger.info("shutting down: no new connections, sessions end with their wills")
+            self.serverChannel.channel.close(promise: nil)
+            Task { await self.context.registry.shutdownAll() }
+        }
+    }
+
+    /// Closes the listener (connections being served go on until they end).
+    public func stop() async {
+        try? await serverChannel.channel.close()
+    }
+}

@@ -1,0 +1,294 @@
+import Foundation
+import IMGateway
+import IMWire
+import Logging
+import Mosquitto
+import Testing
+
+/// imgw's server in-process, against a real mosquitto, with TLV test devices.
+@Suite("Gateway: chat and presence through a real broker", .timeLimit(.minutes(3)))
+struct GatewayTests {
+    @Test("alice and bob chat; the message is readable on MQTT")
+    func chat() async throws {
+        let gateway = try await TestGateway.start()
+        let watcher = try await MQTTWatcher.start(gateway.broker, topic: "im/u/bob/#")
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await gateway.device("bob", device: "phone")
+
+        let ack = try await alice.chat(to: "bob", id: "m-1", text: "hi bob")
+        #expect(ack.error == nil)
+        #expect(ack.messageID == "m-1")
+        #expect(ack.serverTime != nil)
+
+        let (frame, message) = try await bob.next(within: 10, "bob's delivery")
+        guard case .delivery(let delivery) = message else {
+            Issue.record("expected a delivery, got \(message)")
+            return
+        }
+        #expect(delivery.from == "alice")
+        #expect(delivery.messageID == "m-1")
+        #expect(delivery.content.text == "hi bob")
+        try await bob.ack(frame)
+
+        // What an operator sees with mosquitto_sub -v -t 'im/u/bob/#' (bob's presence too).
+        var line = ""
+        while !line.hasPrefix("im/u/bob/inbox ") {
+            line = try await watcher.lines.next(within: 10, "the mosquitto_sub line of the message")
+        }
+        #expect(line.hasPrefix("im/u/bob/inbox {"))
+        #expect(line.contains(#""from":"alice""#))
+        #expect(line.contains(#""text":"hi bob""#))
+
+        // And back.
+        _ = try await bob.chat(to: "alice", id: "r-1", text: "hi alice")
+        let (_, reply) = try await alice.next(within: 10, "alice's delivery")
+        guard case .delivery(let back) = reply else {
+            Issue.record("expected a delivery, got \(reply)")
+            return
+        }
+        #expect(back.from == "bob")
+        #expect(back.content.text == "hi alice")
+        await gateway.stop()
+    }
+
+    @Test("messages sent while bob is offline arrive in order when he logs in")
+    func offline() async throws {
+        let gateway = try await TestGateway.start()
+        let bob = try await gateway.device("bob", device: "tablet")
+        try await bob.send(.logout(Logout()))
+        _ = try await bob.next(within: 10, "the LOGOUT ack")
+        let alice = try await gateway.device("alice", device: "phone")
+        for index in 0..<20 {
+            let ack = try await alice.chat(to: "bob", id: "o-\(index)", text: "offline \(index)")
+            #expect(ack.error == nil)
+        }
+        let again = try await gateway.device("bob", device: "tablet")
+        for index in 0..<20 {
+            let (frame, message) = try await again.next(within: 10, "queued message \(index)")
+            guard case .delivery(let delivery) = message else {
+                Issue.record("expected delivery \(index), got \(message)")
+                return
+            }
+            #expect(delivery.messageID == "o-\(index)")
+            try await again.ack(frame)
+        }
+        await gateway.stop()
+    }
+
+    @Test("a resent message id is delivered once; a frame cannot choose its sender")
+    func resendAndSpoofing() async throws {
+        let gateway = try await TestGateway.start()
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await gateway.device("bob", device: "phone")
+        let first = try await alice.chat(to: "bob", id: "dup-1", text: "once")
+        let second = try await alice.chat(to: "bob", id: "dup-1", text: "once", resend: true)
+        #expect(first.error == nil)
+        #expect(second.error == nil)
+        #expect(second.serverTime == first.serverTime, "the resend is ACKed as the original")
+
+        // A DATA frame that also carries FROM (0x0201) claiming to be mallory.
+        var writer = TLVWriter()
+        writer.write(.to, string: "bob")
+        writer.write(.from, string: "mallory")
+        writer.write(.messageID, string: "spoof-1")
+        writer.write(.text, string: "trust me")
+        let spoof = IMFrame(type: .data, sequence: 900, timestamp: 1_700_000_000, sessionID: 0, body: writer.buffer)
+        try await alice.write(spoof)
+
+        var received: [ChatDelivery] = []
+        while received.count < 2 {
+            let (frame, message) = try await bob.next(within: 10, "bob's deliveries")
+            if case .delivery(let delivery) = message {
+                received.append(delivery)
+                try await bob.ack(frame)
+            }
+        }
+        #expect(received.map(\.messageID) == ["dup-1", "spoof-1"], "dup-1 exactly once, then the spoof")
+        #expect(received.allSatisfy { $0.from == "alice" }, "the sender is the session's user")
+        await gateway.stop()
+    }
+
+    @Test("presence: online after login, offline at once after an abrupt drop, offline after logout")
+    func presence() async throws {
+        let gateway = try await TestGateway.start()
+        let watcher = makeClient(gateway.broker)
+        let presence = try await connected(watcher)
+        try await watcher.subscribe("im/u/carol/presence/+", qos: .atLeastOnce)
+
+        let carol = try await gateway.device("carol", device: "laptop")
+        let online = try await presence.next(within: 10, "online")
+        #expect(online.topic == "im/u/carol/presence/laptop")
+        #expect(online.payloadString.contains(#""status":"online""#))
+        #expect(online.properties.contentType == "application/json")
+        #expect(online.properties[user: "sender"] == "carol")
+
+        await carol.drop()
+        let offline = try await presence.next(within: 10, "offline by will")
+        #expect(offline.payloadString.contains(#""status":"offline""#))
+
+        let again = try await gateway.device("carol", device: "laptop")
+        #expect(try await presence.next(within: 10, "online again").payloadString.contains("online"))
+        try await again.send(.logout(Logout()))
+        #expect(try await presence.next(within: 10, "offline by logout").payloadString.contains("offline"))
+        await watcher.close()
+        await gateway.stop()
+    }
+
+    @Test("heartbeats are answered before login; a bad token is refused with an error, then close")
+    func loginAndHeartbeat() async throws {
+        let gateway = try await TestGateway.start()
+        let device = try await TestDevice.connect(port: gateway.port)
+        let beat = try await device.send(.heartbeat)
+        let (reply, _) = try await device.next(within: 10, "the heartbeat ACK")
+        #expect(reply.header.type == .ack)
+        #expect(reply.header.sequence == beat)
+
+        try await device.send(.chat(ChatSend(to: "bob", messageID: "early", content: .text("x"))))
+        let (_, early) = try await device.next(within: 10, "refusal before login")
+        guard case .ack(let refusal) = early else {
+            Issue.record("expected a negative ACK, got \(early)")
+            return
+        }
+        #expect(refusal.error == .notLoggedIn)
+
+        try await device.send(.login(LoginRequest(token: "not-a-jwt")))
+        let (_, refused) = try await device.next(within: 10, "the login refusal")
+        guard case .error(let notice) = refused else {
+            Issue.record("expected an ERROR, got \(refused)")
+            return
+        }
+        #expect(notice.code == .authFailed || notice.code == .tokenExpired)
+        await #expect(throws: TestError.self) { _ = try await device.frames.next(within: 10, "the close") }
+
+        let expired = try await gateway.minter.mint(user: "dave", validFor: -3600)
+        let late = try await TestDevice.connect(port: gateway.port)
+        try await late.send(.login(LoginRequest(token: expired)))
+        let (_, answer) = try await late.next(within: 10, "the expired-token refusal")
+        guard case .error(let expiredNotice) = answer else {
+            Issue.record("expected an ERROR, got \(answer)")
+            return
+        }
+        #expect(expiredNotice.code == .tokenExpired)
+        await gateway.stop()
+    }
+
+    @Test("a connection that does not log in in time gets LOGIN_TIMEOUT and is closed")
+    func loginTimeout() async throws {
+        let gateway = try await TestGateway.start { $0.limits.loginTimeout = 1 }
+        let device = try await TestDevice.connect(port: gateway.port)
+        let (_, message) = try await device.next(within: 10, "the timeout notice")
+        guard case .error(let notice) = message else {
+            Issue.record("expected an ERROR, got \(message)")
+            return
+        }
+        #expect(notice.code == .loginTimeout)
+        await #expect(throws: TestError.self) { _ = try await device.frames.next(within: 10, "the close") }
+        await gateway.stop()
+    }
+
+    @Test("same user and device logging in again: the old connection is kicked")
+    func takeover() async throws {
+        let gateway = try await TestGateway.start()
+        let first = try await gateway.device("erin", device: "phone")
+        let second = try await gateway.device("erin", device: "phone")
+        let (_, message) = try await first.next(within: 10, "the kick")
+        guard case .kick(let kick) = message else {
+            Issue.record("expected KICK, got \(message)")
+            return
+        }
+        #expect(kick.reason == .sessionTakenOver)
+        // The new connection works.
+        let other = try await gateway.device("frank", device: "phone")
+        _ = try await other.chat(to: "erin", id: "t-1", text: "still there?")
+        let (_, delivery) = try await second.next(within: 10, "delivery on the new connection")
+        guard case .delivery(let chat) = delivery else {
+            Issue.record("expected a delivery, got \(delivery)")
+            return
+        }
+        #expect(chat.messageID == "t-1")
+        await gateway.stop()
+    }
+}
+
+/// A gateway server in this process, on a free port, against its own broker.
+struct TestGateway: Sendable {
+    let broker: TestBroker
+    let server: GatewayServer
+    let minter: TokenMinter
+    let task: Task<Void, any Error>
+    static let secret = "test-secret-\(UInt32.random(in: 0...UInt32.max))"
+
+    var port: Int { server.localAddress.port! }
+
+    static func start(_ configure: (inout GatewayConfiguration) -> Void = { _ in }) async throws -> TestGateway {
+        let broker = try await TestBroker.start()
+        var configuration = GatewayConfiguration.defaults
+        configuration.listen.host = "127.0.0.1"
+        configuration.listen.port = 0
+        configuration.auth.jwtSecret = secret
+        configuration.broker.keepalive = 10
+        configure(&configuration)
+        var logger = Logger(label: "imgw-test")
+        logger.logLevel = ProcessInfo.processInfo.environment["IMGW_TEST_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .warning
+        let server = try await GatewayServer.bind(
+            configuration: configuration, broker: BrokerEndpoint(host: "127.0.0.1", port: broker.port), logger: logger)
+        let task = Task { try await server.run() }
+        return TestGateway(broker: broker, server: server, minter: TokenMinter(secret: secret), task: task)
+    }
+
+    /// A device connected and logged in as `user`.
+    func device(_ user: String, device: String) async throws -> TestDevice {
+        let connection = try await TestDevice.connect(port: port)
+        try await connection.login(token: try await minter.mint(user: user), device: device)
+        return connection
+    }
+
+    func stop() async {
+        await server.stop()
+        task.cancel()
+    }
+}
+
+/// `mosquitto_sub -v` on a topic: the operator's view, line by line.
+final class MQTTWatcher: Sendable {
+    let lines: Collector<String>
+    let process: Process
+
+    init(lines: Collector<String>, process: Process) {
+        self.lines = lines
+        self.process = process
+    }
+
+    deinit {
+        kill(process.processIdentifier, SIGTERM)
+    }
+
+    static func start(_ broker: TestBroker, topic: String) async throws -> MQTTWatcher {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_sub")
+        process.arguments = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-V", "5", "-t", topic]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        let (stream, sink) = AsyncStream.makeStream(of: String.self)
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty {
+                handle.readabilityHandler = nil
+                sink.finish()
+                return
+            }
+            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") { sink.yield(String(line)) }
+        }
+        try process.run()
+        // mosquitto_sub has subscribed once it prints a retained marker under the filter.
+        let lines = Collector(stream)
+        let markerTopic = topic.replacingOccurrences(of: "#", with: "x-watch-marker")
+        let marker = makeClient(broker)
+        try await marker.connect()
+        try await marker.publish(topic: markerTopic, string: "marker", qos: .atLeastOnce, retain: true)
+        while try await lines.next(within: 10, "mosquitto_sub's marker line") != "\(markerTopic) marker" {}
+        await marker.close()
+        return MQTTWatcher(lines: lines, process: process)
+    }
+}

@@ -1,0 +1,97 @@
+import IMWire
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A minimal TLV client for tests: frames in, frames out, nothing clever (the client
+/// library proper is IMClient).
+final class TestDevice: Sendable {
+    /// Every frame the gateway sent, in order.
+    let frames: Collector<IMFrame>
+    private let outbound: NIOAsyncChannelOutboundWriter<IMFrame>
+    private let channel: any Channel
+    private let sequence = Atomic<UInt32>(0)
+
+    static func connect(port: Int, host: String = "127.0.0.1") async throws -> TestDevice {
+        let async = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connect(host: host, port: port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandlers([
+                        ByteToMessageHandler(IMFrameDecoder()),
+                        MessageToByteHandler(IMFrameEncoder()),
+                    ])
+                    return try NIOAsyncChannel<IMFrame, IMFrame>(wrappingChannelSynchronously: channel)
+                }
+            }
+        let (stream, sink) = AsyncStream.makeStream(of: IMFrame.self)
+        let (writers, writerSink) = AsyncStream.makeStream(of: NIOAsyncChannelOutboundWriter<IMFrame>.self)
+        Task {
+            try? await async.executeThenClose { inbound, outbound in
+                writerSink.yield(outbound)
+                writerSink.finish()
+                for try await frame in inbound { sink.yield(frame) }
+            }
+            writerSink.finish()
+            sink.finish()
+        }
+        var iterator = writers.makeAsyncIterator()
+        guard let outbound = await iterator.next() else { throw TestError("connection to \(port) closed at once") }
+        return TestDevice(channel: async.channel, outbound: outbound, frames: Collector(stream))
+    }
+
+    private init(channel: any Channel, outbound: NIOAsyncChannelOutboundWriter<IMFrame>, frames: Collector<IMFrame>) {
+        self.channel = channel
+        self.outbound = outbound
+        self.frames = frames
+    }
+
+    /// Sends a message with the next sequence number; returns that number.
+    @discardableResult
+    func send(_ message: IMMessage, sessionID: UInt16 = 0) async throws -> UInt32 {
+        let sequence = self.sequence.add(1, ordering: .relaxed).newValue
+        try await outbound.write(message.frame(sequence: sequence, timestamp: 1_700_000_000, sessionID: sessionID))
+        return sequence
+    }
+
+    func write(_ frame: IMFrame) async throws {
+        try await outbound.write(frame)
+    }
+
+    /// The next frame, decoded.
+    func next(within seconds: Double = 10, _ what: String = "a frame") async throws -> (IMFrame, IMMessage) {
+        let frame = try await frames.next(within: seconds, what)
+        return (frame, try IMMessage(frame: frame))
+    }
+
+    /// Logs in; returns LOGIN_OK or throws with what came instead.
+    @discardableResult
+    func login(token: String, device: String? = nil) async throws -> LoginOK {
+        try await send(.login(LoginRequest(token: token, deviceID: device)))
+        let (_, message) = try await next(within: 10, "LOGIN_OK")
+        guard case .loginOK(let ok) = message else { throw TestError("expected LOGIN_OK, got \(message)") }
+        return ok
+    }
+
+    /// Sends a chat message and waits for its ACK (skipping other frames, which stay
+    /// unconsumed only if they are deliveries... tests pick their order carefully).
+    func chat(to: String, id: String, text: String, resend: Bool = false) async throws -> Ack {
+        let sequence = try await send(.chat(ChatSend(to: to, messageID: id, content: .text(text), resend: resend)))
+        while true {
+            let (_, message) = try await next(within: 10, "the ACK of \(id)")
+            if case .ack(let ack) = message, ack.sequence == sequence { return ack }
+        }
+    }
+
+    /// ACKs a frame the gateway sent (a delivery).
+    func ack(_ frame: IMFrame) async throws {
+        try await outbound.write(frame.ack(timestamp: 1_700_000_000))
+    }
+
+    /// Closes the TCP connection without LOGOUT (an abrupt drop, from the gateway's view).
+    func drop() async {
+        try? await channel.close()
+    }
+
+    var isActive: Bool { channel.isActive }
+}
