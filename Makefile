@@ -52,17 +52,16 @@ unit-test: deps
 integration-test: deps
 	$(SWIFT) test --filter IntegrationTests
 
-## Start the daemon. Until imgw (issue 4) lands this starts the embedded broker that imgw
-## will supervise, with the configuration in config/mosquitto.conf.
+## Start the daemon: imgw with its embedded broker (TLV clients on 127.0.0.1:6969, the
+## broker on 127.0.0.1:$(BROKER_PORT), data under $(RUN_DIR)/). Ctrl-C stops both.
 run: build
-	@mkdir -p $(RUN_DIR)/mosquitto
+	@mkdir -p $(RUN_DIR)
 	@if (exec 3<>/dev/tcp/127.0.0.1/$(BROKER_PORT)) 2>/dev/null; then \
 	  echo "error: 127.0.0.1:$(BROKER_PORT) is already in use (a system mosquitto? 'systemctl stop mosquitto', or make run BROKER_PORT=1884)"; exit 1; fi
-	@sed -e 's|@PORT@|$(BROKER_PORT)|' -e 's|@DATA@|$(abspath $(RUN_DIR))/mosquitto/|' config/mosquitto.conf > $(RUN_DIR)/mosquitto.conf
-	@echo "imgw is not built yet (issue 4): starting the embedded broker it will run, on 127.0.0.1:$(BROKER_PORT)."
-	@echo "Watch it with: mosquitto_sub -h 127.0.0.1 -p $(BROKER_PORT) -v -t 'im/#'   (Ctrl-C stops the broker)"
-	@if [ "$$(id -u)" -eq 0 ]; then echo "user root" >> $(RUN_DIR)/mosquitto.conf; fi
-	exec mosquitto -c $(RUN_DIR)/mosquitto.conf
+	@printf 'embedded_broker:\n  port: $(BROKER_PORT)\n  data_dir: $(abspath $(RUN_DIR))/broker\n' > $(RUN_DIR)/imgw.yaml
+	@echo "Starting imgw: TLV clients on 127.0.0.1:6969, embedded broker on 127.0.0.1:$(BROKER_PORT)."
+	@echo "Watch it with: mosquitto_sub -h 127.0.0.1 -p $(BROKER_PORT) -v -t 'im/#'"
+	exec $$($(SWIFT) build --show-bin-path)/imgw serve --config $(RUN_DIR)/imgw.yaml
 
 include Fuzz/fuzz.mk
 

@@ -1,0 +1,210 @@
+import Foundation
+import IMGateway
+import IMWire
+import Mosquitto
+import Testing
+
+/// The imgw binary as operators run it: killed with -9 under load, two of them on one
+/// broker.
+@Suite("imgw processes", .timeLimit(.minutes(3)))
+struct GatewayProcessTests {
+    @Test("kill -9 of imgw while 300 messages flow: every message the sender saw ACKed reaches the recipient; wills fire")
+    func killUnderLoad() async throws {
+        let broker = try await TestBroker.start()
+        let keepalive = 5
+        let first = try await IMGWProcess.start(broker: broker, keepalive: keepalive)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+
+        let watcher = makeClient(broker)
+        let presence = try await connected(watcher)
+        try await watcher.subscribe("im/u/bob/presence/+", qos: .atLeastOnce)
+
+        let bob = try await TestDevice.connect(port: first.port)
+        try await bob.login(token: try await minter.mint(user: "bob"), device: "phone")
+        #expect(try await presence.next(within: 10, "bob online").payloadString.contains("online"))
+        let alice = try await TestDevice.connect(port: first.port)
+        try await alice.login(token: try await minter.mint(user: "alice"), device: "phone")
+
+        // Bob's device reads and ACKs what arrives, until the connection dies.
+        let received = Collector(AsyncStream<String> { continuation in
+            Task {
+                while let frame = try? await bob.frames.next(within: 30, "bob's frames") {
+                    if case .delivery(let delivery)? = try? IMMessage(frame: frame) {
+                        continuation.yield(delivery.messageID)
+                        try? await bob.ack(frame)
+                    }
+                }
+                continuation.finish()
+            }
+        })
+
+        // Alice sends 300, pipelined; the gateway dies a third of the way in.
+        var acked = Set<String>()
+        var sent = 0
+        let ackStream = AsyncStream<String> { continuation in
+            Task {
+                while let frame = try? await alice.frames.next(within: 30, "alice's ACKs") {
+                    if case .ack(let ack)? = try? IMMessage(frame: frame), ack.error == nil, let id = ack.messageID {
+                        continuation.yield(id)
+                    }
+                }
+                continuation.finish()
+            }
+        }
+        let acks = Collector(ackStream)
+        for index in 0..<300 {
+            do {
+                try await alice.send(.chat(ChatSend(to: "bob", messageID: "k-\(index)", content: .text("message \(index)"))))
+                sent += 1
+            } catch {
+                break
+            }
+            if index == 100 {
+                // Let some ACKs come back, then kill.
+                while acked.count < 50 { acked.insert(try await acks.next(within: 10, "ACK")) }
+                await first.kill9()
+            }
+        }
+        // Collect every ACK that made it out before the process died.
+        while let id = try? await acks.next(within: 2, "late ACK") { acked.insert(id) }
+        #expect(acked.count >= 50)
+
+        // The broker notices the dead gateway's sessions by keepalive and fires the wills.
+        let offline = try await presence.next(within: Double(keepalive) * 1.5 + 5, "bob offline by will")
+        #expect(offline.payloadString.contains("offline"))
+
+        // A new imgw on the same broker; bob logs in again and gets everything ACKed.
+        let second = try await IMGWProcess.start(broker: broker, keepalive: keepalive)
+        let bobAgain = try await TestDevice.connect(port: second.port)
+        try await bobAgain.login(token: try await minter.mint(user: "bob"), device: "phone")
+        var seen = Set<String>()
+        while let id = try? await received.next(within: 0.5, "before the kill") { seen.insert(id) }
+        while !acked.isSubset(of: seen) {
+            let (frame, message) = try await bobAgain.next(within: 15, "redelivered/queued messages (\(acked.subtracting(seen).count) missing)")
+            if case .delivery(let delivery) = message {
+                seen.insert(delivery.messageID)
+                try await bobAgain.ack(frame)
+            }
+        }
+        #expect(acked.isSubset(of: seen), "every ACKed message reached bob")
+        let ackedBeforeKill = acked.count
+
+        // Alice reconnects as a client would: resends what was not ACKed (resend flag,
+        // same ids), then the rest. Bob ends up with all 300, each id once per delivery
+        // that the gateway did not know was a duplicate (the resend of an accepted id is
+        // not published twice).
+        let aliceAgain = try await TestDevice.connect(port: second.port)
+        try await aliceAgain.login(token: try await minter.mint(user: "alice"), device: "phone")
+        for index in 0..<300 where !acked.contains("k-\(index)") {
+            let ack = try await aliceAgain.chat(to: "bob", id: "k-\(index)", text: "message \(index)", resend: index < sent)
+            #expect(ack.error == nil)
+            acked.insert("k-\(index)")
+        }
+        while seen.count < 300 {
+            let (frame, message) = try await bobAgain.next(within: 15, "the rest (\(300 - seen.count) missing)")
+            if case .delivery(let delivery) = message {
+                seen.insert(delivery.messageID)
+                try await bobAgain.ack(frame)
+            }
+        }
+        #expect(seen == Set((0..<300).map { "k-\($0)" }))
+        print("kill -9: \(sent) sent before the kill, \(ackedBeforeKill) of them ACKed; all 300 delivered after the restart")
+        await second.kill9()
+        await watcher.close()
+    }
+
+    @Test("two imgw processes on one broker: a user on one chats with a user on the other")
+    func twoGateways() async throws {
+        let broker = try await TestBroker.start()
+        let east = try await IMGWProcess.start(broker: broker)
+        let west = try await IMGWProcess.start(broker: broker)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        let alice = try await TestDevice.connect(port: east.port)
+        try await alice.login(token: try await minter.mint(user: "alice"), device: "phone")
+        let bob = try await TestDevice.connect(port: west.port)
+        try await bob.login(token: try await minter.mint(user: "bob"), device: "phone")
+
+        #expect(try await alice.chat(to: "bob", id: "x-1", text: "from east").error == nil)
+        let (frame, message) = try await bob.next(within: 10, "the cross-gateway delivery")
+        guard case .delivery(let delivery) = message else {
+            Issue.record("expected a delivery, got \(message)")
+            return
+        }
+        #expect(delivery.from == "alice")
+        #expect(delivery.content.text == "from east")
+        try await bob.ack(frame)
+
+        #expect(try await bob.chat(to: "alice", id: "y-1", text: "from west").error == nil)
+        let (_, back) = try await alice.next(within: 10, "the reply")
+        guard case .delivery(let reply) = back else {
+            Issue.record("expected a delivery, got \(back)")
+            return
+        }
+        #expect(reply.from == "bob")
+        await east.stop()
+        await west.stop()
+    }
+}
+
+/// The imgw executable built next to this test bundle, on a free port, against `broker`.
+final class IMGWProcess: Sendable {
+    static let secret = "process-test-secret-0123456789abcdef"
+    let port: Int
+    let process: ChildProcess
+    let output: LogBuffer
+
+    static var executable: String {
+        // .build/<triple>/debug/IMGatewayPackageTests.xctest -> .build/<triple>/debug/imgw
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        return bundle.deletingLastPathComponent().appendingPathComponent("imgw").path
+    }
+
+    static func start(broker: TestBroker, keepalive: Int = 30) async throws -> IMGWProcess {
+        let port = freePort()
+        let config = broker.directory.appendingPathComponent("imgw-\(port).yaml")
+        try """
+            auth:
+              jwt_secret: \(secret)
+            broker:
+              keepalive: \(keepalive)
+            log_level: info
+            """.write(to: config, atomically: true, encoding: .utf8)
+        let process = try ChildProcess(
+            executable: executable,
+            arguments: ["serve", "--config", config.path, "--broker", "mqtt://127.0.0.1:\(broker.port)", "--listen", "127.0.0.1:\(port)"])
+        let output = LogBuffer()
+        let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
+        Task {
+            for await line in process.lines {
+                output.text.withLock { $0 += line + "\n" }
+                if line.contains("listening") { readySink.yield(true) }
+            }
+            readySink.yield(false)
+        }
+        var iterator = ready.makeAsyncIterator()
+        guard await iterator.next() == true else {
+            throw TestError("imgw did not start: \(output.text.withLock { $0 })")
+        }
+        return IMGWProcess(port: port, process: process, output: output)
+    }
+
+    private init(port: Int, process: ChildProcess, output: LogBuffer) {
+        self.port = port
+        self.process = process
+        self.output = output
+    }
+
+    func kill9() async {
+        process.signal(SIGKILL)
+        await process.waitForExit()
+    }
+
+    func stop() async {
+        process.signal(SIGTERM)
+        await process.waitForExit()
+    }
+
+    deinit {
+        process.signal(SIGKILL)
+    }
+}
