@@ -134,6 +134,53 @@ struct GatewayTests {
         await gateway.stop()
     }
 
+    @Test("a device watching a user gets PRESENCE notices: retained state first, then changes")
+    func presenceWatch() async throws {
+        let gateway = try await TestGateway.start()
+        let dave = try await gateway.device("dave", device: "phone")
+        let carol = try await gateway.device("carol", device: "phone")
+        try await carol.send(.presenceWatch(PresenceWatch(users: ["dave"])))
+        var notices: [PresenceNotice] = []
+        while notices.isEmpty {
+            let (_, message) = try await carol.next(within: 10, "dave's retained presence")
+            if case .presence(let notice) = message { notices.append(notice) }
+        }
+        #expect(notices[0].user == "dave")
+        #expect(notices[0].device == "phone")
+        #expect(notices[0].status == .online)
+        await dave.drop()
+        while true {
+            let (_, message) = try await carol.next(within: 10, "dave going offline")
+            if case .presence(let notice) = message {
+                #expect(notice.user == "dave")
+                #expect(notice.status == .offline)
+                break
+            }
+        }
+        await gateway.stop()
+    }
+
+    @Test("a read receipt reaches the sender's devices")
+    func readReceipt() async throws {
+        let gateway = try await TestGateway.start()
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await gateway.device("bob", device: "phone")
+        _ = try await alice.chat(to: "bob", id: "rr-1", text: "read me")
+        let (frame, _) = try await bob.next(within: 10, "the delivery")
+        try await bob.ack(frame)
+        try await bob.send(.readReceipt(ReadReceipt(to: "alice", messageID: "rr-1")))
+        while true {
+            let (_, message) = try await alice.next(within: 10, "the receipt notice")
+            if case .receiptNotice(let notice) = message {
+                #expect(notice.from == "bob")
+                #expect(notice.messageID == "rr-1")
+                #expect(notice.kind == .read)
+                break
+            }
+        }
+        await gateway.stop()
+    }
+
     @Test("heartbeats are answered before login; a bad token is refused with an error, then close")
     func loginAndHeartbeat() async throws {
         let gateway = try await TestGateway.start()

@@ -123,7 +123,7 @@ struct DeviceConnection {
 
     private func helloOK(_ hello: Hello, _ frame: IMFrame) -> HelloOK {
         HelloOK(
-            version: .current, features: [.zlib, .qos2Chat, .receipts],
+            version: .current, features: [.zlib, .qos2Chat, .receipts, .presence],
             maxBodyLength: UInt32(context.configuration.limits.maxBodyLength), refSequence: frame.header.sequence)
     }
 
@@ -171,7 +171,7 @@ struct DeviceConnection {
         logger.info("logged in")
 
         let deliveries = PendingDeliveries()
-        let (uplink, uplinkSink) = AsyncStream.makeStream(of: (ChatSend, IMFrame).self)
+        let (uplink, uplinkSink) = AsyncStream.makeStream(of: UplinkJob.self)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await deliver(session, deliveries, writer) }
             if resumed { group.addTask {
@@ -232,7 +232,7 @@ struct DeviceConnection {
 
     private func handle(
         _ frame: IMFrame, _ identity: Identity, _ session: DeviceSession, _ deliveries: PendingDeliveries,
-        _ writer: FrameWriter, _ uplink: AsyncStream<(ChatSend, IMFrame)>.Continuation
+        _ writer: FrameWriter, _ uplink: AsyncStream<UplinkJob>.Continuation
     ) async throws -> Outcome {
         guard let message = try await decodeOrRefuse(frame, writer) else { return .handled }
         switch message {
@@ -250,15 +250,13 @@ struct DeviceConnection {
                 try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .invalidUserID, message: "\(error)"), to: frame)
                 return .handled
             }
-            uplink.yield((chat, frame))
+            uplink.yield(.chat(chat, frame))
         case .readReceipt(let receipt):
-            do {
-                try IMIdentifier.validate(receipt.to, kind: .user)
-                try await session.publishReadReceipt(receipt)
-                try await writer.reply(Ack(sequence: frame.header.sequence, messageID: receipt.messageID), to: frame)
-            } catch {
-                try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .badRequest, message: "\(error)"), to: frame)
-            }
+            uplink.yield(.receipt(receipt, frame))
+        case .presenceWatch(let watch):
+            uplink.yield(.watch(watch.users, frame))
+        case .presenceUnwatch(let unwatch):
+            uplink.yield(.unwatch(unwatch.users, frame))
         case .logout:
             try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
             return .logout
@@ -273,27 +271,74 @@ struct DeviceConnection {
         return .handled
     }
 
-    /// Publishes the device's chat messages one after the other (order per conversation),
-    /// each ACKed once the broker has it; a resent id that was already accepted is ACKed
-    /// without publishing again. Runs apart from the frame loop, so the device's ACKs for
-    /// deliveries (which release the session's held writes) are never stuck behind a
-    /// publish.
-    private func publishInOrder(_ uplink: AsyncStream<(ChatSend, IMFrame)>, _ session: DeviceSession, _ writer: FrameWriter) async throws {
-        for await (chat, frame) in uplink {
-            if let earlier = await context.dedup.accepted(user: session.user, id: chat.messageID) {
-                try await writer.reply(Ack(sequence: frame.header.sequence, messageID: chat.messageID, serverTime: earlier), to: frame)
-                continue
+    /// What the device asked for that needs the broker: done in order, apart from the
+    /// frame loop.
+    enum UplinkJob: Sendable {
+        case chat(ChatSend, IMFrame)
+        case receipt(ReadReceipt, IMFrame)
+        case watch([String], IMFrame)
+        case unwatch([String], IMFrame)
+    }
+
+    /// Runs the device's requests that need the broker one after the other (chat order
+    /// per conversation), each ACKed once the broker has it. Runs apart from the frame
+    /// loop: under ack-through our publishes wait behind the device's unACKed deliveries,
+    /// so the device's ACKs (handled by the frame loop) must never wait behind them.
+    private func publishInOrder(_ uplink: AsyncStream<UplinkJob>, _ session: DeviceSession, _ writer: FrameWriter) async throws {
+        for await job in uplink {
+            switch job {
+            case .chat(let chat, let frame):
+                try await publishChat(chat, frame, session, writer)
+            case .receipt(let receipt, let frame):
+                do {
+                    try IMIdentifier.validate(receipt.to, kind: .user)
+                    try await session.publishReadReceipt(receipt)
+                    try await writer.reply(Ack(sequence: frame.header.sequence, messageID: receipt.messageID), to: frame)
+                } catch let error as IMIdentifierError {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .invalidUserID, message: "\(error)"), to: frame)
+                } catch {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: frame)
+                }
+            case .watch(let users, let frame):
+                // The retained presence of every device of the watched users arrives at
+                // once, then every change (PRESENCE notices).
+                do {
+                    for user in users { try IMIdentifier.validate(user, kind: .user) }
+                    let results = try await session.client.subscribe(users.map { .init(context.topics.presenceFilter(user: $0), qos: .atLeastOnce) })
+                    let refused = results.contains { if case .rejected = $0 { true } else { false } }
+                    try await writer.reply(
+                        refused ? Ack.refusing(sequence: frame.header.sequence, code: .forbidden) : Ack(sequence: frame.header.sequence), to: frame)
+                } catch let error as IMIdentifierError {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .invalidUserID, message: "\(error)"), to: frame)
+                } catch {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: frame)
+                }
+            case .unwatch(let users, let frame):
+                do {
+                    try await session.client.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.presenceFilter(user: $0) })
+                    try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
+                } catch {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: frame)
+                }
             }
-            let serverTime = unixMilliseconds()
-            do {
-                try await session.publishChat(chat, serverTime: serverTime)
-                await context.dedup.record(user: session.user, id: chat.messageID, serverTime: serverTime)
-                try await writer.reply(Ack(sequence: frame.header.sequence, messageID: chat.messageID, serverTime: serverTime), to: frame)
-            } catch {
-                logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(chat.messageID)"])
-                try await writer.reply(
-                    Ack.refusing(sequence: frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: frame)
-            }
+        }
+    }
+
+    /// Publishes one chat message, ACKed once the broker has it; a resent id that was
+    /// already accepted is ACKed without publishing again.
+    private func publishChat(_ chat: ChatSend, _ frame: IMFrame, _ session: DeviceSession, _ writer: FrameWriter) async throws {
+        if let earlier = await context.dedup.accepted(user: session.user, id: chat.messageID) {
+            try await writer.reply(Ack(sequence: frame.header.sequence, messageID: chat.messageID, serverTime: earlier), to: frame)
+            return
+        }
+        let serverTime = unixMilliseconds()
+        do {
+            try await session.publishChat(chat, serverTime: serverTime)
+            await context.dedup.record(user: session.user, id: chat.messageID, serverTime: serverTime)
+            try await writer.reply(Ack(sequence: frame.header.sequence, messageID: chat.messageID, serverTime: serverTime), to: frame)
+        } catch {
+            logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(chat.messageID)"])
+            try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: frame)
         }
     }
 
@@ -314,6 +359,14 @@ struct DeviceConnection {
                 deliveries.insert(sequence, message.deliveryID)
                 try await writer.write(IMMessage.delivery(delivery).frame(sequence: sequence, timestamp: unixSeconds(), sessionID: 0))
                 context.statistics.messagesOut.add(1, ordering: .relaxed)
+            case .presence(let user, _):
+                // Retained "online"/"offline" per device; an empty retained payload (a
+                // cleared presence) carries nothing to tell.
+                if !message.payload.isEmpty, let payload = try? PayloadCodec.decode(PresencePayload.self, from: message.payload),
+                   let notice = try? payload.notice(user: user) {
+                    try await writer.send(.presence(notice))
+                }
+                await session.client.acknowledge(message)
             case .receipts:
                 if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload) {
                     try await writer.send(.receiptNotice(payload.notice()))
