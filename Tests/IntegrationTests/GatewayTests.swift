@@ -181,6 +181,56 @@ struct GatewayTests {
         await gateway.stop()
     }
 
+    @Test("a device that never ACKs a delivery is dropped after the timeout and gets it again next time")
+    func deliveryAckTimeout() async throws {
+        let gateway = try await TestGateway.start { $0.limits.deliveryAckTimeout = 2 }
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await gateway.device("bob", device: "phone")
+        _ = try await alice.chat(to: "bob", id: "lazy-1", text: "ack me")
+        let (_, first) = try await bob.next(within: 10, "the delivery")
+        guard case .delivery(let delivery) = first else {
+            Issue.record("expected a delivery, got \(first)")
+            return
+        }
+        #expect(delivery.resend == false)
+        // No ACK: the gateway gives up on this connection.
+        var closed = false
+        while !closed {
+            do { _ = try await bob.frames.next(within: 10, "the close") } catch { closed = true }
+        }
+        let again = try await gateway.device("bob", device: "phone")
+        let (frame, second) = try await again.next(within: 10, "the redelivery")
+        guard case .delivery(let redelivered) = second else {
+            Issue.record("expected a delivery, got \(second)")
+            return
+        }
+        #expect(redelivered.messageID == "lazy-1")
+        #expect(redelivered.resend, "a redelivery is flagged as such")
+        try await again.ack(frame)
+        await gateway.stop()
+    }
+
+    @Test("gateway statistics are published retained on im/$gateway/{id}/stats")
+    func stats() async throws {
+        let gateway = try await TestGateway.start {
+            $0.statsInterval = 1
+            $0.gatewayID = "gw-test"
+        }
+        _ = try await gateway.device("alice", device: "phone")
+        let watcher = makeClient(gateway.broker)
+        let inbox = try await connected(watcher)
+        try await watcher.subscribe("im/$gateway/+/stats", qos: .atLeastOnce)
+        var payload = ""
+        while !payload.contains(#""logged_in":1"#) {
+            let message = try await inbox.next(within: 10, "a stats message")
+            #expect(message.topic == "im/$gateway/gw-test/stats")
+            payload = message.payloadString
+        }
+        #expect(payload.contains(#""gateway":"gw-test""#))
+        await watcher.close()
+        await gateway.stop()
+    }
+
     @Test("heartbeats are answered before login; a bad token is refused with an error, then close")
     func loginAndHeartbeat() async throws {
         let gateway = try await TestGateway.start()

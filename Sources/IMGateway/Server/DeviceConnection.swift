@@ -187,6 +187,21 @@ struct DeviceConnection {
             } }
             group.addTask { try await publishInOrder(uplink, session, writer) }
             group.addTask {
+                // A device that stops ACKing holds its session's writes (ack-through):
+                // past the delivery ACK timeout the connection is dropped, and the broker
+                // redelivers what it did not ACK when the device comes back.
+                let timeout = Duration.seconds(context.configuration.limits.deliveryAckTimeout)
+                while !Task.isCancelled {
+                    try await Task.sleep(for: .seconds(1))
+                    if let age = deliveries.oldestAge, age > timeout {
+                        logger.notice("delivery not ACKed in time: closing", metadata: ["waited": "\(age)"])
+                        try? await writer.send(.error(ErrorNotice(code: .idleTimeout, message: "delivery not acknowledged within \(timeout)")))
+                        try? await channel.close()
+                        return
+                    }
+                }
+            }
+            group.addTask {
                 // The MQTT connection ending (broker gone, session taken over at the
                 // broker) ends the device connection: the device reconnects.
                 for await event in session.client.events {
@@ -396,16 +411,22 @@ final class EndingRecord: Sendable {
     var current: DeviceSession.Ending? { value.withLock { $0 } }
 }
 
-/// Deliveries written to the device and not ACKed yet: frame sequence -> MQTT delivery.
+/// Deliveries written to the device and not ACKed yet: frame sequence -> MQTT delivery,
+/// with when it was written.
 final class PendingDeliveries: Sendable {
-    private let pending = Mutex<[UInt32: UInt64]>([:])
+    private let pending = Mutex<[UInt32: (deliveryID: UInt64, since: ContinuousClock.Instant)]>([:])
 
     func insert(_ sequence: UInt32, _ deliveryID: UInt64) {
-        pending.withLock { $0[sequence] = deliveryID }
+        pending.withLock { $0[sequence] = (deliveryID, .now) }
     }
 
     func remove(_ sequence: UInt32) -> UInt64? {
-        pending.withLock { $0.removeValue(forKey: sequence) }
+        pending.withLock { $0.removeValue(forKey: sequence)?.deliveryID }
+    }
+
+    /// How long the oldest unACKed delivery has waited.
+    var oldestAge: Duration? {
+        pending.withLock { $0.values.map(\.since).min() }.map { .now - $0 }
     }
 }
 

@@ -23,6 +23,8 @@ final class DeviceSession: Sendable {
         configuration.keepalive = broker.keepalive
         configuration.maxInflightPublishes = broker.maxInflight
         configuration.acknowledgement = .manual
+        // The broker hands over at most this many QoS 1 messages the device has not ACKed.
+        configuration.receiveMaximum = UInt16(clamping: max(1, context.configuration.limits.maxUnackedDeliveries))
         configuration.will = MosquittoClient.Will(
             topic: context.topics.presence(user: user, device: device),
             payload: PayloadCodec.encode(PresencePayload(status: .offline, device: device, ts: unixMilliseconds(), gateway: context.gatewayID)),

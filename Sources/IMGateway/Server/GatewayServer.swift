@@ -60,6 +60,8 @@ public final class GatewayServer: Service, Sendable {
         context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
+                let stats = Task { await StatsPublisher(context: context).run() }
+                defer { stats.cancel() }
                 try await serverChannel.executeThenClose { inbound in
                     for try await (connection, sequence) in inbound {
                         group.addTask {

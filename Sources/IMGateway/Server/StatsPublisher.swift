@@ -1,0 +1,52 @@
+import Foundation
+import Logging
+import Mosquitto
+import ServiceLifecycle
+
+/// Publishes the gateway's counters, retained, on `{prefix}/$gateway/{id}/stats` every
+/// `stats_interval` seconds (`mosquitto_sub -v -t 'im/$gateway/+/stats'`), through a
+/// client of its own. Reconnects with backoff when the broker goes away.
+struct StatsPublisher: Sendable {
+    let context: GatewayContext
+    let started = Date.now
+
+    func payload() async -> StatsPayload {
+        StatsPayload(
+            gateway: context.gatewayID, ts: unixMilliseconds(),
+            connections: context.statistics.connections.load(ordering: .relaxed),
+            loggedIn: context.statistics.loggedIn.load(ordering: .relaxed),
+            sessions: await context.registry.count,
+            messagesIn: context.statistics.messagesIn.load(ordering: .relaxed),
+            messagesOut: context.statistics.messagesOut.load(ordering: .relaxed),
+            uptimeSeconds: Int(Date.now.timeIntervalSince(started)))
+    }
+
+    /// Runs until cancelled.
+    func run() async {
+        let interval = context.configuration.statsInterval
+        guard interval > 0 else { return }  // 0 turns the stats topic off
+        var configuration = context.broker.clientConfiguration(clientID: "imgw-stats/\(context.gatewayID)")
+        configuration.keepalive = 60
+        let client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
+        let topic = context.topics.stats(gatewayID: context.gatewayID)
+        var backoff = 1.0
+        while !Task.isCancelled {
+            do {
+                if await client.state != .connected { try await client.connect() }
+                backoff = 1
+                try await client.publish(
+                    topic: topic, payload: PayloadCodec.encode(await payload()), qos: .atLeastOnce, retain: true,
+                    properties: MQTTProperties(contentType: "application/json"))
+                try await Task.sleep(for: .seconds(interval))
+            } catch is CancellationError {
+                break
+            } catch {
+                context.logger.warning("stats not published", metadata: ["error": "\(error)", "retry-in": "\(backoff) s"])
+                try? await Task.sleep(for: .seconds(backoff))
+                backoff = min(backoff * 2, 30)
+            }
+        }
+        try? await client.disconnect()
+        await client.close()
+    }
+}
