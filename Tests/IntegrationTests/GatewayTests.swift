@@ -231,6 +231,79 @@ struct GatewayTests {
         await gateway.stop()
     }
 
+    @Test("location: a watcher in the audience gets positions, one outside is refused, stopping the share stops them")
+    func location() async throws {
+        let gateway = try await TestGateway.start { $0.location.maxUpdatesPerSecond = 100 }
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await gateway.device("bob", device: "phone")
+        let carol = try await gateway.device("carol", device: "phone")
+
+        try await alice.send(.locationShareStart(LocationShareStart(audience: ["bob"], duration: 600)))
+        #expect(try await nextAck(alice)?.error == nil)
+        try await bob.send(.locationWatch(LocationWatch(users: ["alice"])))
+        #expect(try await nextAck(bob)?.error == nil)
+        try await carol.send(.locationWatch(LocationWatch(users: ["alice"])))
+        #expect(try await nextAck(carol)?.error == .forbidden, "carol is not in the audience")
+
+        let here = IMLocation(lat: 52.52, lon: 13.405, tst: 1_700_000_000, acc: 12)
+        try await alice.send(.locationUpdate(LocationUpdate(location: here)))
+        #expect(try await nextAck(alice)?.error == nil)
+        var notice: LocationNotice?
+        while notice == nil {
+            let (_, message) = try await bob.next(within: 10, "alice's position")
+            if case .location(let seen) = message { notice = seen }
+        }
+        #expect(notice?.user == "alice")
+        #expect(notice?.location.lat == 52.52)
+        #expect(notice?.location.acc == 12)
+
+        // Stop: further updates are refused, and a new share for someone else does not
+        // reach bob, who is still subscribed.
+        try await alice.send(.locationShareStop(LocationShareStop()))
+        #expect(try await nextAck(alice)?.error == nil)
+        try await alice.send(.locationUpdate(LocationUpdate(location: here)))
+        #expect(try await nextAck(alice)?.error == .forbidden)
+        try await alice.send(.locationShareStart(LocationShareStart(audience: ["carol"], duration: 600)))
+        #expect(try await nextAck(alice)?.error == nil)
+        try await alice.send(.locationUpdate(LocationUpdate(location: IMLocation(lat: 1, lon: 2, tst: 1_700_000_100))))
+        #expect(try await nextAck(alice)?.error == nil)
+        // Positions and chat from alice reach bob's gateway in publish order: if the chat
+        // arrives with no position before it, the position was withheld.
+        _ = try await alice.chat(to: "bob", id: "loc-marker", text: "marker")
+        while true {
+            let (frame, message) = try await bob.next(within: 10, "the marker")
+            if case .location = message { Issue.record("bob got a position after the share stopped") }
+            if case .delivery(let delivery) = message {
+                #expect(delivery.messageID == "loc-marker")
+                try await bob.ack(frame)
+                break
+            }
+        }
+        await gateway.stop()
+    }
+
+    @Test("location updates are throttled per the configured rate")
+    func locationThrottle() async throws {
+        let gateway = try await TestGateway.start { $0.location.maxUpdatesPerSecond = 1 }
+        let alice = try await gateway.device("alice", device: "phone")
+        try await alice.send(.locationShareStart(LocationShareStart(audience: ["bob"], duration: 60)))
+        _ = try await nextAck(alice)
+        let here = IMLocation(lat: 1, lon: 1, tst: 1_700_000_000)
+        try await alice.send(.locationUpdate(LocationUpdate(location: here)))
+        #expect(try await nextAck(alice)?.error == nil)
+        try await alice.send(.locationUpdate(LocationUpdate(location: here)))
+        #expect(try await nextAck(alice)?.error == .rateLimited)
+        await gateway.stop()
+    }
+
+    /// The next ACK a device receives (other frames skipped).
+    private func nextAck(_ device: TestDevice) async throws -> Ack? {
+        while true {
+            let (_, message) = try await device.next(within: 10, "an ACK")
+            if case .ack(let ack) = message { return ack }
+        }
+    }
+
     @Test("heartbeats are answered before login; a bad token is refused with an error, then close")
     func loginAndHeartbeat() async throws {
         let gateway = try await TestGateway.start()

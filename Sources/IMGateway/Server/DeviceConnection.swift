@@ -1,3 +1,4 @@
+import Foundation
 import IMWire
 import Logging
 import Mosquitto
@@ -123,7 +124,7 @@ struct DeviceConnection {
 
     private func helloOK(_ hello: Hello, _ frame: IMFrame) -> HelloOK {
         HelloOK(
-            version: .current, features: [.zlib, .qos2Chat, .receipts, .presence],
+            version: .current, features: [.zlib, .qos2Chat, .receipts, .presence, .location],
             maxBodyLength: UInt32(context.configuration.limits.maxBodyLength), refSequence: frame.header.sequence)
     }
 
@@ -272,6 +273,16 @@ struct DeviceConnection {
             uplink.yield(.watch(watch.users, frame))
         case .presenceUnwatch(let unwatch):
             uplink.yield(.unwatch(unwatch.users, frame))
+        case .locationShareStart(let start):
+            uplink.yield(.shareStart(start, frame))
+        case .locationShareStop:
+            uplink.yield(.shareStop(frame))
+        case .locationUpdate(let update):
+            uplink.yield(.locationUpdate(update, frame))
+        case .locationWatch(let watch):
+            uplink.yield(.locationWatch(watch.users, frame))
+        case .locationUnwatch(let unwatch):
+            uplink.yield(.locationUnwatch(unwatch.users, frame))
         case .logout:
             try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
             return .logout
@@ -293,6 +304,11 @@ struct DeviceConnection {
         case receipt(ReadReceipt, IMFrame)
         case watch([String], IMFrame)
         case unwatch([String], IMFrame)
+        case shareStart(LocationShareStart, IMFrame)
+        case shareStop(IMFrame)
+        case locationUpdate(LocationUpdate, IMFrame)
+        case locationWatch([String], IMFrame)
+        case locationUnwatch([String], IMFrame)
     }
 
     /// Runs the device's requests that need the broker one after the other (chat order
@@ -300,8 +316,12 @@ struct DeviceConnection {
     /// loop: under ack-through our publishes wait behind the device's unACKed deliveries,
     /// so the device's ACKs (handled by the frame loop) must never wait behind them.
     private func publishInOrder(_ uplink: AsyncStream<UplinkJob>, _ session: DeviceSession, _ writer: FrameWriter) async throws {
+        let location = context.configuration.location
+        var limiter = RateLimiter(ratePerSecond: location.maxUpdatesPerSecond, burst: max(1, location.maxUpdatesPerSecond))
         for await job in uplink {
             switch job {
+            case .shareStart, .shareStop, .locationUpdate, .locationWatch, .locationUnwatch:
+                try await handleLocation(job, session, writer, &limiter)
             case .chat(let chat, let frame):
                 try await publishChat(chat, frame, session, writer)
             case .receipt(let receipt, let frame):
@@ -336,6 +356,60 @@ struct DeviceConnection {
                     try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: frame)
                 }
             }
+        }
+    }
+
+    /// Location sharing (PROTOCOL.md 6.7): the sharer names an audience and a duration;
+    /// positions go out QoS 0, throttled; a watcher outside the audience is refused.
+    private func handleLocation(_ job: UplinkJob, _ session: DeviceSession, _ writer: FrameWriter, _ limiter: inout RateLimiter) async throws {
+        let shares = context.shares
+        let me = session.user
+        do {
+            switch job {
+            case .shareStart(let start, let frame):
+                for user in start.audience { try IMIdentifier.validate(user, kind: .user) }
+                let share = await shares.start(sharer: me, audience: Set(start.audience), duration: Double(start.duration))
+                let duration = UInt32(share.remaining(now: Date.now.timeIntervalSince1970).rounded(.up))
+                try await session.publishShare(audience: start.audience, until: UInt64(share.expiresAt * 1000), duration: duration)
+                try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
+            case .shareStop(let frame):
+                await shares.stop(sharer: me)
+                try await session.clearShare()
+                try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
+            case .locationUpdate(let update, let frame):
+                guard let share = await shares.isSharing(me) else {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .forbidden, message: "start sharing first"), to: frame)
+                    return
+                }
+                guard limiter.allow(now: Date.now.timeIntervalSince1970) else {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .rateLimited,
+                        message: "at most \(context.configuration.location.maxUpdatesPerSecond) updates per second"), to: frame)
+                    return
+                }
+                let left = UInt32(share.remaining(now: Date.now.timeIntervalSince1970).rounded(.up))
+                try await session.publishLocation(update, expiry: min(UInt32(clamping: context.configuration.location.retainExpiry), left))
+                try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
+            case .locationWatch(let users, let frame):
+                for user in users { try IMIdentifier.validate(user, kind: .user) }
+                var refused: [String] = []
+                for user in users where !(await shares.canWatch(watcher: me, sharer: user)) { refused.append(user) }
+                guard refused.isEmpty else {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .forbidden,
+                        message: "not in the audience of \(refused.joined(separator: ", "))"), to: frame)
+                    return
+                }
+                _ = try await session.client.subscribe(users.map { .init(context.topics.location(user: $0), qos: .atMostOnce) })
+                try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
+            case .locationUnwatch(let users, let frame):
+                try await session.client.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.location(user: $0) })
+                try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
+            default:
+                return
+            }
+        } catch {
+            guard let frame = job.frame else { return }
+            let code: IMErrorCode = error is IMIdentifierError ? .invalidUserID : .brokerUnavailable
+            try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: code, message: "\(error)"), to: frame)
         }
     }
 
@@ -374,6 +448,14 @@ struct DeviceConnection {
                 deliveries.insert(sequence, message.deliveryID)
                 try await writer.write(IMMessage.delivery(delivery).frame(sequence: sequence, timestamp: unixSeconds(), sessionID: 0))
                 context.statistics.messagesOut.add(1, ordering: .relaxed)
+            case .location(let sharer):
+                // Checked again at each position: a stopped or expired share (or one
+                // whose audience changed) stops the stream at once.
+                if !message.payload.isEmpty, await context.shares.canWatch(watcher: session.user, sharer: sharer),
+                   let payload = try? PayloadCodec.decode(LocationPayload.self, from: message.payload),
+                   payload.user == sharer, let notice = try? payload.notice() {
+                    try await writer.send(.location(notice))
+                }
             case .presence(let user, _):
                 // Retained "online"/"offline" per device; an empty retained payload (a
                 // cleared presence) carries nothing to tell.
@@ -391,6 +473,18 @@ struct DeviceConnection {
             default:
                 await session.client.acknowledge(message)
             }
+        }
+    }
+}
+
+extension DeviceConnection.UplinkJob {
+    /// The request frame, for the reply.
+    var frame: IMFrame? {
+        switch self {
+        case .chat(_, let frame), .receipt(_, let frame), .watch(_, let frame), .unwatch(_, let frame),
+            .shareStart(_, let frame), .shareStop(let frame), .locationUpdate(_, let frame),
+            .locationWatch(_, let frame), .locationUnwatch(_, let frame):
+            return frame
         }
     }
 }

@@ -92,6 +92,32 @@ final class DeviceSession: Sendable {
             qos: .atLeastOnce, properties: Self.properties(sender: user, messageID: receipt.messageID))
     }
 
+    private var shareTopic: String { context.topics.location(user: user) + "/share" }
+
+    /// Starts (or replaces) this user's location share: retained on the share topic with
+    /// a message expiry of its duration, so every gateway knows who may watch.
+    func publishShare(audience: [String], until: UInt64, duration: UInt32) async throws {
+        let payload = LocationSharePayload(user: user, audience: audience, until: until)
+        try await client.publish(
+            topic: shareTopic, payload: PayloadCodec.encode(payload), qos: .atLeastOnce, retain: true,
+            properties: Self.properties(sender: user, expiry: max(1, duration)))
+    }
+
+    /// Ends the share and clears the last known position.
+    func clearShare() async throws {
+        try await client.publish(topic: shareTopic, payload: [], qos: .atLeastOnce, retain: true)
+        try await client.publish(topic: context.topics.location(user: user), payload: [], qos: .atLeastOnce, retain: true)
+    }
+
+    /// Publishes a position: QoS 0, retained as the last known position with a message
+    /// expiry (the shorter of the configured retention and what is left of the share).
+    func publishLocation(_ update: LocationUpdate, expiry: UInt32) async throws {
+        let payload = LocationPayload(update: update, user: user, device: device)
+        try await client.publish(
+            topic: context.topics.location(user: user), payload: PayloadCodec.encode(payload), qos: .atMostOnce, retain: true,
+            properties: Self.properties(sender: user, expiry: max(1, expiry)))
+    }
+
     /// How a device's connection ended.
     enum Ending: Sendable {
         /// LOGOUT: publish "offline", disconnect normally (no will).

@@ -13,6 +13,7 @@ final class GatewayContext: Sendable {
     let registry = SessionRegistry()
     let dedup: DedupStore
     let statistics = GatewayStatistics()
+    let shares: LocationShareDirectory
     let gatewayID: String
     let logger: Logger
 
@@ -24,6 +25,7 @@ final class GatewayContext: Sendable {
         self.mqttLoop = mqttLoop
         self.gatewayID = configuration.gatewayID
         self.dedup = DedupStore()
+        self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))
         self.logger = logger
     }
 }

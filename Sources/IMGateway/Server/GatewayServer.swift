@@ -61,7 +61,11 @@ public final class GatewayServer: Service, Sendable {
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
                 let stats = Task { await StatsPublisher(context: context).run() }
-                defer { stats.cancel() }
+                let shares = Task { await LocationShareDirectory.follow(context.shares, context: context) }
+                defer {
+                    stats.cancel()
+                    shares.cancel()
+                }
                 try await serverChannel.executeThenClose { inbound in
                     for try await (connection, sequence) in inbound {
                         group.addTask {

@@ -1,0 +1,93 @@
+import Foundation
+import Logging
+import Mosquitto
+
+/// A location share as published, retained, on `{prefix}/u/{sharer}/location/share`
+/// (message expiry = what is left of the share; an empty retained message ends it).
+struct LocationSharePayload: Codable, Hashable, Sendable {
+    /// The sharer.
+    var user: String
+    /// Who may watch.
+    var audience: [String]
+    /// When the share ends, Unix milliseconds.
+    var until: UInt64
+}
+
+/// Who shares their location with whom, for every gateway on the broker: each gateway
+/// process follows `{prefix}/u/+/location/share` (retained) with a client of its own and
+/// checks a watcher against it before subscribing it to, and again before forwarding,
+/// a sharer's positions. A share started on this process is known here at once.
+actor LocationShareDirectory {
+    private var shares: LocationShares
+
+    init(maxDuration: Double) {
+        shares = LocationShares(maxDuration: maxDuration)
+    }
+
+    private static func now() -> Double { Date.now.timeIntervalSince1970 }
+
+    func start(sharer: String, audience: Set<String>, duration: Double) -> LocationShares.Share {
+        shares.start(sharer: sharer, audience: audience, duration: duration, now: Self.now())
+    }
+
+    func stop(sharer: String) {
+        _ = shares.stop(sharer: sharer)
+    }
+
+    func canWatch(watcher: String, sharer: String) -> Bool {
+        watcher == sharer || shares.canWatch(watcher: watcher, sharer: sharer, now: Self.now())
+    }
+
+    func isSharing(_ sharer: String) -> LocationShares.Share? {
+        shares.share(of: sharer, now: Self.now())
+    }
+
+    /// A retained share message (or its removal) seen on the broker.
+    func apply(sharer: String, payload: [UInt8]) {
+        guard !payload.isEmpty, let share = try? PayloadCodec.decode(LocationSharePayload.self, from: payload), share.user == sharer else {
+            _ = shares.stop(sharer: sharer)
+            return
+        }
+        let remaining = Double(share.until) / 1000 - Self.now()
+        if remaining > 0 {
+            shares.start(sharer: sharer, audience: Set(share.audience), duration: remaining, now: Self.now())
+        } else {
+            _ = shares.stop(sharer: sharer)
+        }
+    }
+
+    /// Follows every share on the broker until cancelled (reconnecting with backoff).
+    static func follow(_ directory: LocationShareDirectory, context: GatewayContext) async {
+        var configuration = context.broker.clientConfiguration(clientID: "imgw-shares/\(context.gatewayID)/\(UInt32.random(in: 0...UInt32.max))")
+        configuration.keepalive = 60
+        let client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
+        let filter = "\(context.configuration.topicPrefix)/u/+/location/share"
+        let consumer = Task {
+            for await message in client.messages {
+                let levels = message.topic.split(separator: "/", omittingEmptySubsequences: false)
+                guard levels.count >= 5 else { continue }
+                await directory.apply(sharer: String(levels[levels.count - 3]), payload: message.payload)
+            }
+        }
+        defer { consumer.cancel() }
+        var backoff = 1.0
+        while !Task.isCancelled {
+            do {
+                if await client.state != .connected {
+                    try await client.connect()
+                    try await client.subscribe(filter, qos: .atLeastOnce)
+                    backoff = 1
+                }
+                try await Task.sleep(for: .seconds(5))
+            } catch is CancellationError {
+                break
+            } catch {
+                context.logger.warning("location shares not followed", metadata: ["error": "\(error)", "retry-in": "\(backoff) s"])
+                try? await Task.sleep(for: .seconds(backoff))
+                backoff = min(backoff * 2, 30)
+            }
+        }
+        try? await client.disconnect()
+        await client.close()
+    }
+}
