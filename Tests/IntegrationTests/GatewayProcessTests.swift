@@ -113,6 +113,28 @@ struct GatewayProcessTests {
         await watcher.close()
     }
 
+    @Test("SIGTERM: devices are told the gateway shuts down, their presence goes offline, imgw exits")
+    func gracefulShutdown() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        let watcher = makeClient(broker)
+        let presence = try await connected(watcher)
+        try await watcher.subscribe("im/u/gina/presence/+", qos: .atLeastOnce)
+        let gina = try await TestDevice.connect(port: gateway.port)
+        try await gina.login(token: try await minter.mint(user: "gina"), device: "phone")
+        #expect(try await presence.next(within: 10, "online").payloadString.contains("online"))
+
+        await gateway.stop()  // SIGTERM, and wait for the exit
+        var kicked = false
+        while let frame = try? await gina.frames.next(within: 5, "the shutdown notice") {
+            if case .kick(let kick)? = try? IMMessage(frame: frame) { kicked = kick.reason == .serverShuttingDown }
+        }
+        #expect(kicked, "a KICK with SERVER_SHUTTING_DOWN before the close")
+        #expect(try await presence.next(within: 10, "offline").payloadString.contains("offline"))
+        await watcher.close()
+    }
+
     @Test("two imgw processes on one broker: a user on one chats with a user on the other")
     func twoGateways() async throws {
         let broker = try await TestBroker.start()

@@ -3,6 +3,7 @@ import IMGateway
 import IMWire
 import Logging
 import Mosquitto
+import NIOCore
 import Testing
 
 /// imgw's server in-process, against a real mosquitto, with TLV test devices.
@@ -302,6 +303,39 @@ struct GatewayTests {
             let (_, message) = try await device.next(within: 10, "an ACK")
             if case .ack(let ack) = message { return ack }
         }
+    }
+
+    @Test("generic pub/sub inside the topic space; outside it is refused")
+    func pubsub() async throws {
+        let gateway = try await TestGateway.start { $0.pubsub.maxQoS = 1 }
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await gateway.device("bob", device: "phone")
+        try await bob.send(.subscribe(Subscribe(subscriptions: [
+            .init(filter: "im/t/room-1/#", qos: .exactlyOnce), .init(filter: "im/u/alice/inbox", qos: .atLeastOnce),
+        ])))
+        guard let subscribed = try await nextAck(bob) else { return }
+        #expect(subscribed.subscriptions.map(\.filter) == ["im/t/room-1/#", "im/u/alice/inbox"])
+        #expect(subscribed.subscriptions.first?.outcome == .granted(.atLeastOnce), "QoS capped at pubsub.max_qos")
+        #expect(subscribed.subscriptions.last?.outcome == .refused(.invalidTopic), "no reading someone's inbox")
+
+        try await alice.send(.publish(Publish(topic: "im/t/room-1/chat", payload: ByteBuffer(string: "hello room"), qos: .atLeastOnce)))
+        #expect(try await nextAck(alice)?.error == nil)
+        try await alice.send(.publish(Publish(topic: "im/u/bob/inbox", payload: ByteBuffer(string: "spoof"))))
+        #expect(try await nextAck(alice)?.error == .invalidTopic)
+        try await alice.send(.publish(Publish(topic: "im/t/room-1/chat", payload: ByteBuffer(string: "x"), qos: .exactlyOnce)))
+        #expect(try await nextAck(alice)?.error == .qosNotSupported)
+
+        while true {
+            let (frame, message) = try await bob.next(within: 10, "the room message")
+            if case .publish(let publish) = message {
+                #expect(publish.topic == "im/t/room-1/chat")
+                #expect(String(buffer: publish.payload) == "hello room")
+                #expect(publish.qos == .atLeastOnce)
+                try await bob.ack(frame)
+                break
+            }
+        }
+        await gateway.stop()
     }
 
     @Test("heartbeats are answered before login; a bad token is refused with an error, then close")

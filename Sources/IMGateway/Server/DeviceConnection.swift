@@ -124,7 +124,7 @@ struct DeviceConnection {
 
     private func helloOK(_ hello: Hello, _ frame: IMFrame) -> HelloOK {
         HelloOK(
-            version: .current, features: [.zlib, .qos2Chat, .receipts, .presence, .location],
+            version: .current, features: [.zlib, .qos2Chat, .receipts, .presence, .location, .pubSub],
             maxBodyLength: UInt32(context.configuration.limits.maxBodyLength), refSequence: frame.header.sequence)
     }
 
@@ -283,6 +283,12 @@ struct DeviceConnection {
             uplink.yield(.locationWatch(watch.users, frame))
         case .locationUnwatch(let unwatch):
             uplink.yield(.locationUnwatch(unwatch.users, frame))
+        case .subscribe(let subscribe):
+            uplink.yield(.subscribe(subscribe, frame))
+        case .unsubscribe(let unsubscribe):
+            uplink.yield(.unsubscribe(unsubscribe, frame))
+        case .publish(let publish):
+            uplink.yield(.publish(publish, frame))
         case .logout:
             try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
             return .logout
@@ -309,6 +315,9 @@ struct DeviceConnection {
         case locationUpdate(LocationUpdate, IMFrame)
         case locationWatch([String], IMFrame)
         case locationUnwatch([String], IMFrame)
+        case subscribe(Subscribe, IMFrame)
+        case unsubscribe(Unsubscribe, IMFrame)
+        case publish(Publish, IMFrame)
     }
 
     /// Runs the device's requests that need the broker one after the other (chat order
@@ -322,6 +331,8 @@ struct DeviceConnection {
             switch job {
             case .shareStart, .shareStop, .locationUpdate, .locationWatch, .locationUnwatch:
                 try await handleLocation(job, session, writer, &limiter)
+            case .subscribe, .unsubscribe, .publish:
+                try await handlePubSub(job, session, writer)
             case .chat(let chat, let frame):
                 try await publishChat(chat, frame, session, writer)
             case .receipt(let receipt, let frame):
@@ -413,6 +424,71 @@ struct DeviceConnection {
         }
     }
 
+    /// Generic publish/subscribe inside the configured topic space (PROTOCOL.md 6.8).
+    private func handlePubSub(_ job: UplinkJob, _ session: DeviceSession, _ writer: FrameWriter) async throws {
+        let policy = context.configuration.pubsub
+        let maxQoS = IMQoS(rawValue: UInt8(clamping: policy.maxQoS)) ?? .exactlyOnce
+        do {
+            switch job {
+            case .subscribe(let subscribe, let frame):
+                var results = [WireSubscriptionResult?](repeating: nil, count: subscribe.subscriptions.count)
+                var wanted: [(index: Int, subscription: MosquittoClient.Subscription)] = []
+                for (index, request) in subscribe.subscriptions.enumerated() {
+                    guard policy.allowSubscribe else {
+                        results[index] = WireSubscriptionResult(filter: request.filter, outcome: .refused(.forbidden))
+                        continue
+                    }
+                    guard let filter = try? context.topics.pubsubFilter(request.filter) else {
+                        results[index] = WireSubscriptionResult(filter: request.filter, outcome: .refused(.invalidTopic))
+                        continue
+                    }
+                    let qos = QoS(rawValue: min(request.qos, maxQoS).rawValue) ?? .atMostOnce
+                    wanted.append((index, .init(filter, qos: qos)))
+                }
+                if !wanted.isEmpty {
+                    let granted = try await session.client.subscribe(wanted.map(\.subscription))
+                    for (position, entry) in wanted.enumerated() {
+                        let filter = subscribe.subscriptions[entry.index].filter
+                        switch granted[position] {
+                        case .granted(let qos):
+                            results[entry.index] = WireSubscriptionResult(filter: filter, outcome: .granted(IMQoS(rawValue: qos.rawValue) ?? .atMostOnce))
+                        case .rejected:
+                            results[entry.index] = WireSubscriptionResult(filter: filter, outcome: .refused(.forbidden))
+                        }
+                    }
+                }
+                try await writer.reply(Ack(sequence: frame.header.sequence, subscriptions: results.compactMap { $0 }), to: frame)
+            case .unsubscribe(let unsubscribe, let frame):
+                let filters = unsubscribe.filters.compactMap { try? context.topics.pubsubFilter($0) }
+                if !filters.isEmpty { try await session.client.unsubscribe(filters) }
+                try await writer.reply(Ack(sequence: frame.header.sequence), to: frame)
+            case .publish(let publish, let frame):
+                guard policy.allowPublish else {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .forbidden, message: "publishing is not allowed"), to: frame)
+                    return
+                }
+                guard let topic = try? context.topics.pubsubTopic(publish.topic) else {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .invalidTopic,
+                        message: "\(publish.topic) is outside \(context.configuration.topicPrefix)/\(policy.topicSpace)/"), to: frame)
+                    return
+                }
+                guard publish.qos <= maxQoS else {
+                    try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .qosNotSupported, message: "at most QoS \(maxQoS.rawValue)"), to: frame)
+                    return
+                }
+                try await session.client.publish(
+                    topic: topic, payload: Array(publish.payload.readableBytesView), qos: QoS(rawValue: publish.qos.rawValue) ?? .atMostOnce,
+                    retain: publish.retain, properties: MQTTProperties(userProperties: [UserProperty("sender", session.user)]))
+                try await writer.reply(Ack(sequence: frame.header.sequence, serverTime: unixMilliseconds()), to: frame)
+            default:
+                return
+            }
+        } catch {
+            guard let frame = job.frame else { return }
+            try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: frame)
+        }
+    }
+
     /// Publishes one chat message, ACKed once the broker has it; a resent id that was
     /// already accepted is ACKed without publishing again.
     private func publishChat(_ chat: ChatSend, _ frame: IMFrame, _ session: DeviceSession, _ writer: FrameWriter) async throws {
@@ -456,6 +532,14 @@ struct DeviceConnection {
                    payload.user == sharer, let notice = try? payload.notice() {
                     try await writer.send(.location(notice))
                 }
+            case .pubsub(let clientTopic):
+                let publish = Publish(
+                    topic: clientTopic, payload: ByteBuffer(bytes: message.payload), qos: IMQoS(rawValue: message.qos.rawValue) ?? .atMostOnce,
+                    retain: message.retain, serverTime: unixMilliseconds(), resend: message.dup)
+                let sequence = self.sequence.next()
+                if message.qos != .atMostOnce { deliveries.insert(sequence, message.deliveryID) }
+                try await writer.write(IMMessage.publish(publish).frame(sequence: sequence, timestamp: unixSeconds(), sessionID: 0))
+                context.statistics.messagesOut.add(1, ordering: .relaxed)
             case .presence(let user, _):
                 // Retained "online"/"offline" per device; an empty retained payload (a
                 // cleared presence) carries nothing to tell.
@@ -483,7 +567,8 @@ extension DeviceConnection.UplinkJob {
         switch self {
         case .chat(_, let frame), .receipt(_, let frame), .watch(_, let frame), .unwatch(_, let frame),
             .shareStart(_, let frame), .shareStop(let frame), .locationUpdate(_, let frame),
-            .locationWatch(_, let frame), .locationUnwatch(_, let frame):
+            .locationWatch(_, let frame), .locationUnwatch(_, let frame),
+            .subscribe(_, let frame), .unsubscribe(_, let frame), .publish(_, let frame):
             return frame
         }
     }
