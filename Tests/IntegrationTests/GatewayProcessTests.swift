@@ -189,6 +189,8 @@ final class IMGWProcess: Sendable {
               jwt_secret: \(secret)
             broker:
               keepalive: \(keepalive)
+            metrics:
+              port: 0
             log_level: info
             """.write(to: config, atomically: true, encoding: .utf8)
         let process = try ChildProcess(

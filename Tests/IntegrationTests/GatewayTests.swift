@@ -338,6 +338,19 @@ struct GatewayTests {
         await gateway.stop()
     }
 
+    @Test("Prometheus metrics on /metrics")
+    func metrics() async throws {
+        let gateway = try await TestGateway.start()
+        _ = try await gateway.device("alice", device: "phone")
+        let port = try #require(gateway.server.metrics?.localAddress.port)
+        let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(port)/metrics"])
+        #expect(text.contains("# TYPE imgw_logged_in gauge"))
+        #expect(text.contains("imgw_logged_in 1"))
+        let missing = try await run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(port)/other"])
+        #expect(missing == "404")
+        await gateway.stop()
+    }
+
     @Test("heartbeats are answered before login; a bad token is refused with an error, then close")
     func loginAndHeartbeat() async throws {
         let gateway = try await TestGateway.start()
@@ -431,6 +444,7 @@ struct TestGateway: Sendable {
         configuration.listen.port = 0
         configuration.auth.jwtSecret = secret
         configuration.broker.keepalive = 10
+        configuration.metrics.port = 0
         configure(&configuration)
         var logger = Logger(label: "imgw-test")
         logger.logLevel = ProcessInfo.processInfo.environment["IMGW_TEST_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .warning

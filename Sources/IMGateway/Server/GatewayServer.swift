@@ -11,6 +11,8 @@ import ServiceLifecycle
 public final class GatewayServer: Service, Sendable {
     /// Where the listener is bound (useful with port 0).
     public let localAddress: SocketAddress
+    /// The Prometheus endpoint, unless `metrics.enabled` is false.
+    public let metrics: MetricsServer?
     private let serverChannel: NIOAsyncChannel<(NIOAsyncChannel<IMFrame, IMFrame>, OutboundSequence), Never>
     private let context: GatewayContext
 
@@ -43,16 +45,21 @@ public final class GatewayServer: Service, Sendable {
                     return (async, sequence)
                 }
             }
-        return GatewayServer(serverChannel: channel, context: context)
+        let metrics = configuration.metrics.enabled
+            ? try await MetricsServer.bind(host: configuration.metrics.host, port: configuration.metrics.port, context: context, group: group)
+            : nil
+        return GatewayServer(serverChannel: channel, context: context, metrics: metrics)
     }
 
     private init(
         serverChannel: NIOAsyncChannel<(NIOAsyncChannel<IMFrame, IMFrame>, OutboundSequence), Never>,
-        context: GatewayContext
+        context: GatewayContext,
+        metrics: MetricsServer?
     ) {
         self.serverChannel = serverChannel
         self.localAddress = serverChannel.channel.localAddress!
         self.context = context
+        self.metrics = metrics
     }
 
     /// Accepts and serves connections until the listener is closed or graceful shutdown.
@@ -62,9 +69,12 @@ public final class GatewayServer: Service, Sendable {
             try await withThrowingDiscardingTaskGroup { group in
                 let stats = Task { await StatsPublisher(context: context).run() }
                 let shares = Task { await LocationShareDirectory.follow(context.shares, context: context) }
+                let metrics = Task { try await self.metrics?.run() }
                 defer {
                     stats.cancel()
                     shares.cancel()
+                    metrics.cancel()
+                    Task { await self.metrics?.stop() }
                 }
                 try await serverChannel.executeThenClose { inbound in
                     for try await (connection, sequence) in inbound {
@@ -84,5 +94,6 @@ public final class GatewayServer: Service, Sendable {
     /// Closes the listener (connections being served go on until they end).
     public func stop() async {
         try? await serverChannel.channel.close()
+        await metrics?.stop()
     }
 }
