@@ -172,9 +172,11 @@ struct DeviceConnection {
         logger.info("logged in")
 
         let deliveries = PendingDeliveries()
+        let downlink = Downlink()
         let (uplink, uplinkSink) = AsyncStream.makeStream(of: UplinkJob.self)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await deliver(session, deliveries, writer) }
+            group.addTask { try await downlink.run(writer, sequence: sequence, deliveries: deliveries) }
+            group.addTask { try await deliver(session, downlink, writer) }
             if resumed { group.addTask {
                 // The broker kept the session (and its subscriptions); queued messages may
                 // hold our writes until the device ACKs them, so this runs alongside.
@@ -216,7 +218,10 @@ struct DeviceConnection {
                     }
                 }
             }
-            defer { uplinkSink.finish() }
+            defer {
+                uplinkSink.finish()
+                downlink.finish()
+            }
             do {
                 while let frame = try await frames.next() {
                     if try await handle(frame, identity, session, deliveries, writer, uplinkSink) == .logout {
@@ -508,7 +513,7 @@ struct DeviceConnection {
     }
 
     /// Turns what the MQTT session receives into frames for the device.
-    private func deliver(_ session: DeviceSession, _ deliveries: PendingDeliveries, _ writer: FrameWriter) async throws {
+    private func deliver(_ session: DeviceSession, _ downlink: Downlink, _ writer: FrameWriter) async throws {
         for await message in session.client.messages {
             switch context.topics.classify(message.topic) {
             case .inbox:
@@ -520,9 +525,7 @@ struct DeviceConnection {
                     continue
                 }
                 delivery.resend = message.dup
-                let sequence = self.sequence.next()
-                deliveries.insert(sequence, message.deliveryID)
-                try await writer.write(IMMessage.delivery(delivery).frame(sequence: sequence, timestamp: unixSeconds(), sessionID: 0))
+                downlink.enqueue(.delivery(delivery), class: .chat, deliveryID: message.deliveryID)
                 context.statistics.messagesOut.add(1, ordering: .relaxed)
             case .location(let sharer):
                 // Checked again at each position: a stopped or expired share (or one
@@ -530,27 +533,25 @@ struct DeviceConnection {
                 if !message.payload.isEmpty, await context.shares.canWatch(watcher: session.user, sharer: sharer),
                    let payload = try? PayloadCodec.decode(LocationPayload.self, from: message.payload),
                    payload.user == sharer, let notice = try? payload.notice() {
-                    try await writer.send(.location(notice))
+                    downlink.enqueue(.location(notice), class: .location, coalescingKey: sharer)
                 }
             case .pubsub(let clientTopic):
                 let publish = Publish(
                     topic: clientTopic, payload: ByteBuffer(bytes: message.payload), qos: IMQoS(rawValue: message.qos.rawValue) ?? .atMostOnce,
                     retain: message.retain, serverTime: unixMilliseconds(), resend: message.dup)
-                let sequence = self.sequence.next()
-                if message.qos != .atMostOnce { deliveries.insert(sequence, message.deliveryID) }
-                try await writer.write(IMMessage.publish(publish).frame(sequence: sequence, timestamp: unixSeconds(), sessionID: 0))
+                downlink.enqueue(.publish(publish), class: .other, deliveryID: message.qos == .atMostOnce ? nil : message.deliveryID)
                 context.statistics.messagesOut.add(1, ordering: .relaxed)
             case .presence(let user, _):
                 // Retained "online"/"offline" per device; an empty retained payload (a
                 // cleared presence) carries nothing to tell.
                 if !message.payload.isEmpty, let payload = try? PayloadCodec.decode(PresencePayload.self, from: message.payload),
                    let notice = try? payload.notice(user: user) {
-                    try await writer.send(.presence(notice))
+                    downlink.enqueue(.presence(notice), class: .presence, coalescingKey: message.topic)
                 }
                 await session.client.acknowledge(message)
             case .receipts:
                 if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload) {
-                    try await writer.send(.receiptNotice(payload.notice()))
+                    if let notice = try? payload.notice() { downlink.enqueue(.receiptNotice(notice), class: .receipt) }
                 }
                 // Notices are not ACKed by devices (PROTOCOL.md): done once written.
                 await session.client.acknowledge(message)

@@ -1,0 +1,81 @@
+import IMWire
+import Synchronization
+
+/// What the gateway sends a device on its own initiative (deliveries, receipts,
+/// presence, locations, pub/sub), queued by priority and written by one task at the
+/// pace of the socket: when the device reads slowly, chat goes first and stale presence
+/// and positions are replaced by the latest (DownlinkQueue), so a slow link never drops
+/// chat and never delays it behind locations. Replies (ACKs, errors) are written directly.
+final class Downlink: Sendable {
+    struct Entry: Sendable {
+        var message: IMMessage
+        /// The MQTT delivery to acknowledge when the device ACKs this frame.
+        var deliveryID: UInt64?
+    }
+
+    private struct State {
+        var queue = DownlinkQueue<Entry>()
+        var waiter: CheckedContinuation<Void, Never>?
+        var finished = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Queues a frame; `coalescingKey` lets a newer presence or position replace a queued one.
+    func enqueue(_ message: IMMessage, class kind: DownlinkClass, coalescingKey: String? = nil, deliveryID: UInt64? = nil) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.finished else { return nil }
+            state.queue.enqueue(Entry(message: message, deliveryID: deliveryID), class: kind, coalescingKey: coalescingKey)
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Stops the writer.
+    func finish() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.finished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Frames dropped or replaced because the device read too slowly.
+    var dropped: (dropped: Int, coalesced: Int) {
+        state.withLock { ($0.queue.droppedCount, $0.queue.coalescedCount) }
+    }
+
+    /// Writes queued frames in priority order until `finish()` (or cancellation).
+    func run(_ writer: FrameWriter, sequence: OutboundSequence, deliveries: PendingDeliveries) async throws {
+        while !Task.isCancelled {
+            guard let entry = await next() else { return }
+            let number = sequence.next()
+            if let deliveryID = entry.deliveryID { deliveries.insert(number, deliveryID) }
+            // Suspends while the channel is not writable: the queue absorbs the backlog.
+            try await writer.write(entry.message.frame(sequence: number, timestamp: unixSeconds(), sessionID: 0))
+        }
+    }
+
+    private func next() async -> Entry? {
+        while true {
+            let (entry, finished) = state.withLock { ($0.queue.dequeue(), $0.finished) }
+            if let entry { return entry }
+            if finished { return nil }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let ready = state.withLock { state -> Bool in
+                        if !state.queue.isEmpty || state.finished { return true }
+                        state.waiter = continuation
+                        return false
+                    }
+                    if ready { continuation.resume() }
+                }
+            } onCancel: {
+                self.finish()
+            }
+            if Task.isCancelled { return nil }
+        }
+    }
+}
