@@ -45,6 +45,9 @@ struct Serve: AsyncParsableCommand {
             configuration.listen.port = port
         }
         try configuration.validate()
+        if configuration.listen.tls != nil {
+            throw ValidationError("listen.tls: TLS for device connections is not implemented yet; terminate TLS in front of imgw (e.g. stunnel, haproxy) and remove the key")
+        }
 
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
@@ -58,8 +61,8 @@ struct Serve: AsyncParsableCommand {
 
         var services: [any Service] = []
         let endpoint: BrokerEndpoint
-        if let url = configuration.broker.url {
-            endpoint = try BrokerEndpoint(url: url)
+        if let configured = try BrokerEndpoint(settings: configuration.broker) {
+            endpoint = configured
         } else {
             let embedded = EmbeddedBroker(settings: configuration.embeddedBroker, logger: logger)
             try await embedded.start()

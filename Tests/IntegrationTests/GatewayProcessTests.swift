@@ -135,6 +135,31 @@ struct GatewayProcessTests {
         await watcher.close()
     }
 
+    @Test("imgw logs in to a broker that wants a password (broker.username/password)")
+    func brokerCredentials() async throws {
+        var options = TestBroker.Options()
+        options.users = ["imgw": "s3cret"]
+        let broker = try await TestBroker.start(options)
+        let gateway = try await IMGWProcess.start(broker: broker, brokerLines: ["username: imgw", "password: s3cret"])
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        let alice = try await TestDevice.connect(port: gateway.port)
+        let ok = try await alice.login(token: try await minter.mint(user: "alice"), device: "phone")
+        #expect(ok.userID == "alice")
+
+        let wrong = try await IMGWProcess.start(broker: broker, brokerLines: ["username: imgw", "password: nope"])
+        let bob = try await TestDevice.connect(port: wrong.port)
+        try await bob.send(.login(LoginRequest(token: try await minter.mint(user: "bob"), deviceID: "phone")))
+        let (_, message) = try await bob.next(within: 10, "the broker refusal")
+        guard case .error(let notice) = message else {
+            Issue.record("expected ERROR, got \(message)")
+            return
+        }
+        #expect(notice.code == .brokerUnavailable)
+        #expect(notice.message?.contains("refused") == true)
+        await gateway.stop()
+        await wrong.stop()
+    }
+
     @Test("two imgw processes on one broker: a user on one chats with a user on the other")
     func twoGateways() async throws {
         let broker = try await TestBroker.start()
@@ -181,7 +206,7 @@ final class IMGWProcess: Sendable {
         return bundle.deletingLastPathComponent().appendingPathComponent("imgw").path
     }
 
-    static func start(broker: TestBroker, keepalive: Int = 30) async throws -> IMGWProcess {
+    static func start(broker: TestBroker, keepalive: Int = 30, brokerLines: [String] = []) async throws -> IMGWProcess {
         let port = freePort()
         let config = broker.directory.appendingPathComponent("imgw-\(port).yaml")
         try """
@@ -189,6 +214,7 @@ final class IMGWProcess: Sendable {
               jwt_secret: \(secret)
             broker:
               keepalive: \(keepalive)
+            \(brokerLines.map { "  " + $0 }.joined(separator: "\n"))
             metrics:
               port: 0
             log_level: info

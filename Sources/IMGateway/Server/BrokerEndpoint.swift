@@ -11,11 +11,13 @@ public struct BrokerEndpoint: Sendable, Hashable, CustomStringConvertible {
 
     public struct TLS: Sendable, Hashable {
         public var caFile: String?
+        public var caPath: String?
         public var certFile: String?
         public var keyFile: String?
         public var insecure: Bool
-        public init(caFile: String? = nil, certFile: String? = nil, keyFile: String? = nil, insecure: Bool = false) {
+        public init(caFile: String? = nil, caPath: String? = nil, certFile: String? = nil, keyFile: String? = nil, insecure: Bool = false) {
             self.caFile = caFile
+            self.caPath = caPath
             self.certFile = certFile
             self.keyFile = keyFile
             self.insecure = insecure
@@ -30,32 +32,19 @@ public struct BrokerEndpoint: Sendable, Hashable, CustomStringConvertible {
         self.tls = tls
     }
 
-    /// Parses `mqtt://host:port` or `mqtts://host:port` (port defaults 1883 / 8883).
-    public init(url: String) throws(GatewayError) {
-        let secure: Bool
-        let rest: Substring
-        if url.hasPrefix("mqtt://") {
-            secure = false
-            rest = url.dropFirst("mqtt://".count)
-        } else if url.hasPrefix("mqtts://") {
-            secure = true
-            rest = url.dropFirst("mqtts://".count)
-        } else {
-            throw .invalidBrokerURL(url, "expected mqtt://HOST:PORT or mqtts://HOST:PORT")
+    /// The broker of the configuration's `broker` section (`url`, credentials, TLS files),
+    /// or nil when no URL is set (the embedded broker is used).
+    public init?(settings: GatewayConfiguration.BrokerSettings) throws(GatewayConfigurationError) {
+        guard let url = settings.url else { return nil }
+        let parsed = try BrokerURL(parsing: url)
+        var tls: TLS? = nil
+        if parsed.tls {
+            // libmosquitto needs a CA file or directory: the system's unless one is given.
+            tls = TLS(
+                caFile: settings.caFile, caPath: settings.caFile == nil ? "/etc/ssl/certs" : nil,
+                certFile: settings.certFile, keyFile: settings.keyFile, insecure: settings.tlsInsecure)
         }
-        let hostPort = rest.split(separator: "/", maxSplits: 1).first.map(String.init) ?? ""
-        var host = hostPort
-        var port = secure ? 8883 : 1883
-        if let colon = hostPort.lastIndex(of: ":"), !hostPort.hasSuffix("]") {
-            host = String(hostPort[..<colon])
-            guard let parsed = Int(hostPort[hostPort.index(after: colon)...]), (1...65535).contains(parsed) else {
-                throw .invalidBrokerURL(url, "bad port")
-            }
-            port = parsed
-        }
-        host = host.trimmingCharacters(in: ["[", "]"])
-        guard !host.isEmpty else { throw .invalidBrokerURL(url, "no host") }
-        self.init(host: host, port: port, tls: secure ? TLS() : nil)
+        self.init(host: parsed.host, port: parsed.port, username: settings.username, password: settings.password, tls: tls)
     }
 
     public var description: String { "\(tls == nil ? "mqtt" : "mqtts")://\(host):\(port)" }
@@ -66,7 +55,7 @@ public struct BrokerEndpoint: Sendable, Hashable, CustomStringConvertible {
         configuration.username = username
         configuration.password = password
         if let tls {
-            configuration.tls = .init(caFile: tls.caFile, certFile: tls.certFile, keyFile: tls.keyFile, insecure: tls.insecure)
+            configuration.tls = .init(caFile: tls.caFile, caPath: tls.caPath, certFile: tls.certFile, keyFile: tls.keyFile, insecure: tls.insecure)
         }
         return configuration
     }

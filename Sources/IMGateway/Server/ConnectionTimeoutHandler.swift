@@ -81,8 +81,9 @@ final class ConnectionTimeoutHandler: ChannelDuplexHandler {
     }
 
     private func expire(context: ChannelHandlerContext, code: IMErrorCode, message: String) {
-        let frame = ErrorNotice(code: code, message: message).frame(
-            sequence: sequence.next(), timestamp: unixSeconds(), sessionID: 0)
+        // PROTOCOL.md 6.1/6.2: ERROR LOGIN_TIMEOUT before login, KICK IDLE_TIMEOUT after.
+        let notice: IMMessage = loggedIn ? .kick(Kick(reason: code, message: message)) : .error(ErrorNotice(code: code, message: message))
+        let frame = notice.frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: 0)
         context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
         context.fireErrorCaught(GatewayError.timedOut(code))
         context.close(promise: nil)

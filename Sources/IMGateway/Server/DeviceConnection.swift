@@ -198,7 +198,7 @@ struct DeviceConnection {
                     try await Task.sleep(for: .seconds(1))
                     if let age = deliveries.oldestAge, age > timeout {
                         logger.notice("delivery not ACKed in time: closing", metadata: ["waited": "\(age)"])
-                        try? await writer.send(.error(ErrorNotice(code: .idleTimeout, message: "delivery not acknowledged within \(timeout)")))
+                        try? await writer.send(.kick(Kick(reason: .idleTimeout, message: "delivery not acknowledged within \(timeout)")))
                         try? await channel.close()
                         return
                     }

@@ -2,8 +2,6 @@ import IMWire
 
 /// Failures of the gateway layer.
 public enum GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// `broker.url` cannot be used.
-    case invalidBrokerURL(String, String)
     /// The embedded broker did not start (the reason, and what it printed).
     case embeddedBrokerFailed(String)
     /// A connection timed out (login or idle) and was closed with this code.
@@ -15,7 +13,6 @@ public enum GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .invalidBrokerURL(let url, let why): return "invalid broker URL \"\(url)\": \(why)"
         case .embeddedBrokerFailed(let why): return "embedded broker failed: \(why)"
         case .timedOut(let code): return "timed out (\(code))"
         case .takenOver: return "session taken over"
