@@ -9,6 +9,8 @@ let package = Package(
         .library(name: "IMWire", targets: ["IMWire"]),
         .library(name: "IMGateway", targets: ["IMGateway"]),
         .executable(name: "imgw", targets: ["imgw"]),
+        .library(name: "IMClient", targets: ["IMClient"]),
+        .executable(name: "imcli", targets: ["imcli"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -18,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // System libraries (apt providers so `swift build` names the missing package).
@@ -53,6 +56,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "JWTKit", package: "jwt-kit"),
@@ -70,7 +74,35 @@ let package = Package(
             ]
         ),
 
+        // The client library: TLV over TCP with NIO; no libmosquitto, so apps can embed it.
+        .target(
+            name: "IMClient",
+            dependencies: [
+                "IMWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // The command-line client (IMGateway only for the configuration and dev tokens).
+        .executableTarget(
+            name: "imcli",
+            dependencies: [
+                "IMClient",
+                "IMGateway",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"]),
+        .testTarget(
+            name: "IMClientTests",
+            dependencies: [
+                "IMClient",
+                "IMWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "IMGatewayTests",
             dependencies: [
@@ -97,8 +129,10 @@ let package = Package(
                 "Mosquitto",
                 "IMWire",
                 "IMGateway",
+                "IMClient",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
     ]

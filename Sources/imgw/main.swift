@@ -45,9 +45,6 @@ struct Serve: AsyncParsableCommand {
             configuration.listen.port = port
         }
         try configuration.validate()
-        if configuration.listen.tls != nil {
-            throw ValidationError("listen.tls: TLS for device connections is not implemented yet; terminate TLS in front of imgw (e.g. stunnel, haproxy) and remove the key")
-        }
 
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)

@@ -351,6 +351,70 @@ struct GatewayTests {
         await gateway.stop()
     }
 
+    @Test("device connections over TLS (listen.tls); a plain client gets nothing")
+    func tlsListener() async throws {
+        let pki = try await TLSTests.PKI.make()
+        defer { try? FileManager.default.removeItem(at: pki.directory) }
+        let gateway = try await TestGateway.start {
+            $0.listen.tls = .init(certFile: pki.path("server.crt"), keyFile: pki.path("server.key"))
+        }
+        let alice = try await TestDevice.connect(port: gateway.port, trusting: pki.path("ca.crt"))
+        try await alice.login(token: try await gateway.minter.mint(user: "alice"), device: "phone")
+        let bob = try await TestDevice.connect(port: gateway.port, trusting: pki.path("ca.crt"))
+        try await bob.login(token: try await gateway.minter.mint(user: "bob"), device: "phone")
+        #expect(try await alice.chat(to: "bob", id: "tls-1", text: "secret").error == nil)
+        let (_, message) = try await bob.next(within: 10, "the delivery over TLS")
+        guard case .delivery(let delivery) = message else {
+            Issue.record("expected a delivery, got \(message)")
+            return
+        }
+        #expect(delivery.content.text == "secret")
+
+        let plain = try await TestDevice.connect(port: gateway.port)
+        try? await plain.send(.login(LoginRequest(token: try await gateway.minter.mint(user: "eve"))))
+        await #expect(throws: TestError.self) { _ = try await plain.next(within: 5, "anything in clear") }
+        await gateway.stop()
+    }
+
+    /// A valid 28-byte header with the given fields (CRC of `body`).
+    private static func header(magic: UInt32 = 0xDECA_FBAD, major: UInt8 = 1, type: UInt16 = 1, length: UInt32, crc: UInt32 = 0) -> [UInt8] {
+        var buffer = ByteBuffer()
+        buffer.writeInteger(magic)
+        buffer.writeInteger(major)
+        buffer.writeInteger(UInt8(0))
+        buffer.writeInteger(type)
+        buffer.writeInteger(UInt32(7))
+        buffer.writeInteger(UInt32(1_700_000_000))
+        buffer.writeInteger(UInt8(0))
+        buffer.writeInteger(UInt8(0))
+        buffer.writeInteger(UInt16(0))
+        buffer.writeInteger(length)
+        buffer.writeInteger(crc)
+        return Array(buffer.readableBytesView)
+    }
+
+    @Test("malformed frames get an ERROR frame with their code, then the connection closes", arguments: [
+        ("bad magic", header(magic: 0x1234_5678, length: 0), IMErrorCode.badMagic),
+        ("unsupported version", header(major: 2, length: 0), .unsupportedVersion),
+        ("unknown type", header(type: 99, length: 0), .unknownFrameType),
+        ("announced body over the limit, refused before any body byte", header(type: 0, length: 50_000_000), .bodyTooLarge),
+        ("bad CRC", header(type: 0, length: 6, crc: 1) + [0x10, 0x01, 0, 0, 0, 0], .badChecksum),
+        ("malformed TLV", header(type: 0, length: 6, crc: 0xF6A8_322C) + [0x10, 0x01, 0, 0, 0, 9], .malformedFrame),
+    ])
+    func malformed(_ what: String, bytes: [UInt8], code: IMErrorCode) async throws {
+        let gateway = try await TestGateway.start()
+        let socket = try RawSocket(port: gateway.port)
+        socket.send(bytes)
+        let (frames, closed) = try await socket.readFramesUntilClose()
+        #expect(closed, "\(what): the gateway closes the connection")
+        let notice = frames.compactMap { frame -> ErrorNotice? in
+            if case .error(let notice)? = try? IMMessage(frame: frame) { return notice }
+            return nil
+        }.first
+        #expect(notice?.code == code, "\(what): got \(String(describing: notice))")
+        await gateway.stop()
+    }
+
     @Test("heartbeats are answered before login; a bad token is refused with an error, then close")
     func loginAndHeartbeat() async throws {
         let gateway = try await TestGateway.start()

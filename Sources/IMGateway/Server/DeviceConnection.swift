@@ -50,6 +50,9 @@ struct DeviceConnection {
     struct Identity: Sendable {
         var user: String
         var device: String
+        /// The LOGIN frame: LOGIN_OK refers to it, and what the gateway sends on its own
+        /// carries its session id (PROTOCOL.md 5.1).
+        var login: IMFrame? = nil
     }
 
     /// Answers heartbeats and HELLO until a LOGIN arrives; verifies its token. Returns nil
@@ -66,7 +69,8 @@ struct DeviceConnection {
                 continue
             case .login(let request):
                 switch await authenticate(request) {
-                case .success(let identity):
+                case .success(var identity):
+                    identity.login = frame
                     return identity
                 case .failure(let refusal):
                     logger.notice("login refused", metadata: ["error": "\(refusal.message)"])
@@ -130,7 +134,10 @@ struct DeviceConnection {
 
     // MARK: Logged in
 
-    private func serve(_ identity: Identity, _ frames: inout NIOAsyncChannelInboundStream<IMFrame>.AsyncIterator, _ writer: FrameWriter) async throws {
+    private func serve(_ identity: Identity, _ frames: inout NIOAsyncChannelInboundStream<IMFrame>.AsyncIterator, _ anyWriter: FrameWriter) async throws {
+        var loggedInWriter = anyWriter
+        loggedInWriter.sessionID = identity.login?.header.sessionID ?? 0
+        let writer = loggedInWriter
         var sessionLogger = self.logger
         sessionLogger[metadataKey: "user"] = "\(identity.user)"
         sessionLogger[metadataKey: "device"] = "\(identity.device)"
@@ -165,7 +172,8 @@ struct DeviceConnection {
         }
         try await writer.send(.loginOK(LoginOK(
             userID: identity.user, deviceID: identity.device, serverTime: unixMilliseconds(),
-            heartbeatInterval: UInt16(clamping: context.configuration.limits.idleTimeout / 3))))
+            heartbeatInterval: UInt16(clamping: context.configuration.limits.idleTimeout / 3),
+            refSequence: identity.login?.header.sequence)), replyingTo: identity.login)
         channel.pipeline.fireUserInboundEventTriggered(ConnectionTimeoutHandler.LoggedIn())
         context.statistics.loggedIn.add(1, ordering: .relaxed)
         defer { context.statistics.loggedIn.subtract(1, ordering: .relaxed) }
@@ -614,6 +622,8 @@ final class PendingDeliveries: Sendable {
 struct FrameWriter: Sendable {
     let outbound: NIOAsyncChannelOutboundWriter<IMFrame>
     let sequence: OutboundSequence
+    /// The session id of the LOGIN, carried by what the gateway sends on its own.
+    var sessionID: UInt16 = 0
 
     func write(_ frame: IMFrame) async throws {
         try await outbound.write(frame)
@@ -623,7 +633,7 @@ struct FrameWriter: Sendable {
     /// session id.
     func send(_ message: IMMessage, replyingTo request: IMFrame? = nil) async throws {
         try await outbound.write(message.frame(
-            sequence: sequence.next(), timestamp: unixSeconds(), sessionID: request?.header.sessionID ?? 0))
+            sequence: sequence.next(), timestamp: unixSeconds(), sessionID: request?.header.sessionID ?? sessionID))
     }
 
     /// An ACK for `request`.

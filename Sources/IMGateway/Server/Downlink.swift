@@ -54,7 +54,7 @@ final class Downlink: Sendable {
             let number = sequence.next()
             if let deliveryID = entry.deliveryID { deliveries.insert(number, deliveryID) }
             // Suspends while the channel is not writable: the queue absorbs the backlog.
-            try await writer.write(entry.message.frame(sequence: number, timestamp: unixSeconds(), sessionID: 0))
+            try await writer.write(entry.message.frame(sequence: number, timestamp: unixSeconds(), sessionID: writer.sessionID))
         }
     }
 

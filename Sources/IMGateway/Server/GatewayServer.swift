@@ -3,6 +3,7 @@ import Logging
 import Mosquitto
 import NIOCore
 import NIOPosix
+import NIOSSL
 import ServiceLifecycle
 
 /// The TLV listener: accepts device connections and runs each one (login, MQTT session,
@@ -26,6 +27,7 @@ public final class GatewayServer: Service, Sendable {
     ) async throws -> GatewayServer {
         let context = GatewayContext(configuration: configuration, broker: broker, mqttLoop: mqttLoop, logger: logger)
         let limits = configuration.limits
+        let tls = try configuration.listen.tls.map { try Self.tlsContext($0) }
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -33,6 +35,9 @@ public final class GatewayServer: Service, Sendable {
             .bind(host: configuration.listen.host, port: configuration.listen.port) { child in
                 child.eventLoop.makeCompletedFuture {
                     let sequence = OutboundSequence()
+                    if let tls {
+                        try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                    }
                     try child.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
                         MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
@@ -49,6 +54,16 @@ public final class GatewayServer: Service, Sendable {
             ? try await MetricsServer.bind(host: configuration.metrics.host, port: configuration.metrics.port, context: context, group: group)
             : nil
         return GatewayServer(serverChannel: channel, context: context, metrics: metrics)
+    }
+
+    /// The server side of TLS for device connections (`listen.tls`: PEM certificate chain
+    /// and key). TLS 1.2 or newer.
+    static func tlsContext(_ settings: GatewayConfiguration.TLSSettings) throws -> NIOSSLContext {
+        let chain = try NIOSSLCertificate.fromPEMFile(settings.certFile).map { NIOSSLCertificateSource.certificate($0) }
+        let key = try NIOSSLPrivateKey(file: settings.keyFile, format: .pem)
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        configuration.minimumTLSVersion = .tlsv12
+        return try NIOSSLContext(configuration: configuration)
     }
 
     private init(

@@ -47,7 +47,7 @@ public final class MetricsServer: Service, Sendable {
 
 /// The gauges, refreshed from the gateway's counters at each scrape.
 final class MetricsGauges: Sendable {
-    let prometheus = PrometheusCollectorRegistry()
+    let prometheus: PrometheusCollectorRegistry
     private let statistics: GatewayStatistics
     private let connections: Gauge
     private let loggedIn: Gauge
@@ -56,10 +56,15 @@ final class MetricsGauges: Sendable {
 
     init(statistics: GatewayStatistics, registry: SessionRegistry) {
         self.statistics = statistics
-        connections = prometheus.makeGauge(name: "imgw_connections", help: "Open TLV connections")
-        loggedIn = prometheus.makeGauge(name: "imgw_logged_in", help: "Logged-in devices (each with its MQTT session)")
-        messagesIn = prometheus.makeGauge(name: "imgw_chat_messages_in_total", help: "Chat messages accepted from devices")
-        messagesOut = prometheus.makeGauge(name: "imgw_messages_out_total", help: "Messages written to devices")
+        let prometheus = PrometheusCollectorRegistry()
+        self.prometheus = prometheus
+        func gauge(_ name: String, _ unit: String, _ help: String) -> Gauge {
+            prometheus.makeGauge(descriptor: MetricNameDescriptor(namespace: "imgw", metricName: name, unitName: unit, helpText: help))
+        }
+        connections = gauge("connections", "", "Open TLV connections")
+        loggedIn = gauge("logged_in", "", "Logged-in devices (each with its MQTT session)")
+        messagesIn = gauge("chat_messages_in", "total", "Chat messages accepted from devices")
+        messagesOut = gauge("messages_out", "total", "Messages written to devices")
     }
 
     func render() -> [UInt8] {

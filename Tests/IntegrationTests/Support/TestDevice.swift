@@ -1,6 +1,7 @@
 import IMWire
 import NIOCore
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// A minimal TLV client for tests: frames in, frames out, nothing clever (the client
@@ -12,11 +13,20 @@ final class TestDevice: Sendable {
     private let channel: any Channel
     private let sequence = Atomic<UInt32>(0)
 
-    static func connect(port: Int, host: String = "127.0.0.1") async throws -> TestDevice {
+    /// Connects; with `trusting` (a CA file) over TLS, verifying the gateway as "localhost".
+    static func connect(port: Int, host: String = "127.0.0.1", trusting caFile: String? = nil) async throws -> TestDevice {
+        let tls = try caFile.map { caFile in
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.trustRoots = .file(caFile)
+            return try NIOSSLContext(configuration: configuration)
+        }
         let async = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connect(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: "localhost"))
+                    }
                     try channel.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(IMFrameDecoder()),
                         MessageToByteHandler(IMFrameEncoder()),

@@ -1,0 +1,98 @@
+import IMWire
+
+extension IMClient {
+    /// Something the gateway told this device, in arrival order (``IMClient/events``).
+    public enum Event: Sendable, Hashable {
+        /// A chat message for this user. Already ACKed to the gateway; surfaced once per
+        /// (sender, message id).
+        case message(Message)
+        /// A delivery or read receipt for a message this user sent.
+        case receipt(Receipt)
+        /// A watched user's device went online or offline (``IMClient/watchPresence(_:)``).
+        case presence(Presence)
+        /// The gateway closed the session: SESSION_TAKEN_OVER (the same device logged in
+        /// elsewhere: do not reconnect automatically), SERVER_SHUTTING_DOWN, IDLE_TIMEOUT,
+        /// TOKEN_EXPIRED, FORBIDDEN. ``disconnected`` follows.
+        case kicked(IMErrorCode, String?)
+        /// An ERROR frame from the gateway. Codes that end the connection
+        /// (``IMErrorCode/closesConnection``, 1xx) are followed by ``disconnected``.
+        case error(IMErrorCode, String?)
+        /// The connection ended without ``IMClient/close()`` or ``IMClient/logout()``: the
+        /// last event; the stream finishes after it.
+        case disconnected
+    }
+
+    /// A received chat message.
+    public struct Message: Sendable, Hashable {
+        /// The sender's user id.
+        public var from: String
+        /// The sender's message id.
+        public var messageID: String
+        /// The content: text, or bytes tagged image, file, voice, ...
+        public var content: IMContent
+        /// When the gateway accepted the message, Unix milliseconds: order conversations by it.
+        public var serverTime: UInt64
+        /// Set when the gateway may have delivered it before (to this device's session).
+        public var resend: Bool
+
+        /// The text, for text content.
+        public var text: String? { content.text }
+
+        /// Creates a message.
+        public init(from: String, messageID: String, content: IMContent, serverTime: UInt64, resend: Bool = false) {
+            self.from = from
+            self.messageID = messageID
+            self.content = content
+            self.serverTime = serverTime
+            self.resend = resend
+        }
+    }
+
+    /// A receipt for a message this user sent.
+    public struct Receipt: Sendable, Hashable {
+        /// The recipient who received or read it.
+        public var from: String
+        /// The message's id.
+        public var messageID: String
+        /// Delivered (a device of the recipient stored it) or read.
+        public var kind: IMReceiptKind
+        /// When the gateway learned it, Unix milliseconds.
+        public var serverTime: UInt64
+
+        /// Creates a receipt.
+        public init(from: String, messageID: String, kind: IMReceiptKind, serverTime: UInt64) {
+            self.from = from
+            self.messageID = messageID
+            self.kind = kind
+            self.serverTime = serverTime
+        }
+    }
+
+    /// A presence change of one device of a watched user.
+    public struct Presence: Sendable, Hashable {
+        /// The user.
+        public var user: String
+        /// The device, if the gateway named it.
+        public var device: String?
+        /// Online or offline.
+        public var status: PresenceNotice.Status
+        /// For offline: when the device was last online, Unix milliseconds.
+        public var lastSeen: UInt64?
+
+        /// Creates a presence change.
+        public init(user: String, device: String?, status: PresenceNotice.Status, lastSeen: UInt64? = nil) {
+            self.user = user
+            self.device = device
+            self.status = status
+            self.lastSeen = lastSeen
+        }
+    }
+
+    /// What the gateway answered to a chat message it accepted.
+    public struct SendReceipt: Sendable, Hashable {
+        /// The message's id.
+        public var messageID: String
+        /// When the gateway accepted it, Unix milliseconds (the recipients see the same).
+        public var serverTime: UInt64?
+    }
+}

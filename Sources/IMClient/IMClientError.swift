@@ -1,0 +1,45 @@
+import IMWire
+
+/// Why an ``IMClient`` operation failed.
+public enum IMClientError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The TCP connection to `host`:`port` could not be opened (refused, unreachable, no
+    /// answer within the connect timeout). `reason` is the system's explanation.
+    case cannotConnect(host: String, port: Int, reason: String)
+    /// The gateway refused the LOGIN with an ERROR frame (AUTH_FAILED, TOKEN_EXPIRED,
+    /// INVALID_USER_ID, ...) and closed the connection.
+    case loginRefused(IMErrorCode, String?)
+    /// The gateway refused a request with a negative ACK (FORBIDDEN, INVALID_USER_ID,
+    /// RATE_LIMITED, BROKER_UNAVAILABLE, ...); the connection stays open.
+    case refused(IMErrorCode, String?)
+    /// No answer within ``IMClient/Configuration/ackTimeout``. The request may still have
+    /// reached the gateway: resend a chat message with the same id.
+    case timeout
+    /// The connection is closed, or closed before the answer arrived. A chat message may
+    /// still have reached the gateway: resend it with the same id after reconnecting.
+    case disconnected
+    /// The gateway sent something this client cannot accept (e.g. no LOGIN_OK after LOGIN).
+    case protocolViolation(String)
+
+    public var description: String {
+        switch self {
+        case .cannotConnect(let host, let port, let reason):
+            "cannot connect to \(host):\(port): \(reason)"
+        case .loginRefused(let code, let message):
+            "login refused: \(Self.describe(code, message))"
+        case .refused(let code, let message):
+            "refused: \(Self.describe(code, message))"
+        case .timeout:
+            "no answer from the gateway in time"
+        case .disconnected:
+            "the connection to the gateway is closed"
+        case .protocolViolation(let what):
+            "protocol violation: \(what)"
+        }
+    }
+
+    /// `NAME (code): message`.
+    static func describe(_ code: IMErrorCode, _ message: String?) -> String {
+        guard let message, !message.isEmpty else { return code.description }
+        return "\(code): \(message)"
+    }
+}

@@ -1,0 +1,90 @@
+import IMWire
+
+/// What the client does with each frame from the gateway: decides, does no I/O.
+///
+/// Before LOGIN_OK only heartbeats, LOGIN_OK and ERROR matter (PROTOCOL.md 6.1); after it,
+/// ACKs settle requests, deliveries and receipt notices are surfaced and ACKed (deliveries
+/// once per sender and message id), presence and kicks are surfaced.
+struct InboundRouter: Sendable {
+    /// One thing to do, in the order returned.
+    enum Action: Hashable, Sendable {
+        /// Answer the login: it succeeded.
+        case loggedIn(LoginOK)
+        /// Answer the login: refused (the gateway closes the connection).
+        case loginRefused(IMErrorCode, String?)
+        /// Settle the pending request whose sequence the ACK names.
+        case settle(Ack)
+        /// Surface an event to the application.
+        case emit(IMClient.Event)
+        /// Write this frame (an ACK or a negative ACK) to the gateway.
+        case reply(IMFrame)
+    }
+
+    private(set) var isLoggedIn = false
+    private(set) var dedup: DeliveryDedup
+
+    /// A router remembering `dedupWindow` deliveries.
+    init(dedupWindow: Int = 4096) {
+        self.dedup = DeliveryDedup(capacity: dedupWindow)
+    }
+
+    /// The actions for `frame`; `timestamp` (Unix seconds) goes into replies.
+    mutating func react(to frame: IMFrame, timestamp: UInt32) -> [Action] {
+        let message: IMMessage
+        do {
+            message = try IMMessage(frame: frame)
+        } catch {
+            // A well-framed message we cannot read: refuse it if it expects an ACK (the
+            // gateway then stops redelivering it); CONTROL frames are not answered.
+            guard frame.header.type == .data || frame.header.type == .readReceipt else { return [] }
+            return [.reply(Ack.refusing(sequence: frame.header.sequence, code: error.errorCode, message: "\(error)")
+                .frame(timestamp: timestamp, sessionID: frame.header.sessionID))]
+        }
+        if case .heartbeat = message {
+            return [.reply(frame.ack(timestamp: timestamp))]
+        }
+        guard isLoggedIn else { return reactBeforeLogin(to: message) }
+        switch message {
+        case .ack(let ack):
+            return [.settle(ack)]
+        case .delivery(let delivery):
+            let ack = Action.reply(frame.ack(timestamp: timestamp))
+            guard dedup.firstSighting(sender: delivery.from, messageID: delivery.messageID) else { return [ack] }
+            let surfaced = IMClient.Message(
+                from: delivery.from, messageID: delivery.messageID, content: delivery.content,
+                serverTime: delivery.serverTime, resend: delivery.resend)
+            return [.emit(.message(surfaced)), ack]
+        case .receiptNotice(let notice):
+            let receipt = IMClient.Receipt(from: notice.from, messageID: notice.messageID, kind: notice.kind, serverTime: notice.serverTime)
+            return [.emit(.receipt(receipt)), .reply(frame.ack(timestamp: timestamp))]
+        case .presence(let notice):
+            return [.emit(.presence(IMClient.Presence(user: notice.user, device: notice.device, status: notice.status, lastSeen: notice.lastSeen)))]
+        case .kick(let kick):
+            return [.emit(.kicked(kick.reason, kick.message))]
+        case .error(let notice):
+            return [.emit(.error(notice.code, notice.message))]
+        case .publish:
+            // Not surfaced yet (pub/sub comes later), but ACKed: an unACKed PUBLISH holds
+            // this device's session at the gateway.
+            return [.reply(frame.ack(timestamp: timestamp))]
+        default:
+            // LOCATION (not subscribed by this version), HELLO_OK, a late LOGIN_OK, or a
+            // client-to-gateway message: nothing to do.
+            return []
+        }
+    }
+
+    private mutating func reactBeforeLogin(to message: IMMessage) -> [Action] {
+        switch message {
+        case .loginOK(let ok):
+            isLoggedIn = true
+            return [.loggedIn(ok)]
+        case .error(let notice):
+            return [.loginRefused(notice.code, notice.message)]
+        case .kick(let kick):
+            return [.loginRefused(kick.reason, kick.message)]
+        default:
+            return []
+        }
+    }
+}

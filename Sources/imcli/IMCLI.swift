@@ -1,0 +1,48 @@
+import ArgumentParser
+import Foundation
+import IMGateway
+
+/// `imcli`: talk to an IMGateway from a terminal, for development and debugging.
+@main
+struct IMCLI: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "imcli",
+        abstract: "Chat and presence through an IMGateway (imgw), from the command line.",
+        discussion: """
+            With `make run` (imgw on 127.0.0.1:6969, built-in configuration):
+              imcli listen --as bob               # messages, receipts, presence
+              imcli send --as alice --to bob hi   # exits 0 once the gateway ACKed it
+              imcli token alice                   # a token for the local config
+
+            --as USER mints a development token with the configuration's
+            auth.jwt_secret (--config FILE, else the built-in defaults); --token
+            TOKEN uses a token from elsewhere. --json: one JSON object per line.
+
+            Exit codes:
+              0  ok (listen, presence: stopped with Ctrl-C, after logging out)
+              1  usage: bad arguments, unreadable configuration, invalid user id
+              2  refused: the gateway refused the login or the request (code shown)
+              3  connection failure: cannot connect, connection closed, kicked
+              4  timeout: no answer from the gateway in time
+            """,
+        version: IMGatewayInfo.version,
+        subcommands: [Send.self, Listen.self, WatchPresence.self, Token.self])
+
+    /// Like ArgumentParser's, except that usage errors exit with 1 (not 64).
+    static func main() async {
+        do {
+            var command = try await asyncParseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(CLIFailure.usage)
+            }
+            exit(withError: error)
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import IMWire
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A plain blocking TCP socket for sending bytes no well-behaved encoder would produce.
+final class RawSocket: @unchecked Sendable {
+    // @unchecked Sendable: `fd` is immutable; reads happen on one thread at a time.
+    private let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else { throw TestError("connect to \(port) failed: errno \(errno)") }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    func send(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Everything the peer sends until it closes (or 10 s pass), decoded as frames. The
+    /// blocking reads run on a thread of their own, not on Swift's cooperative pool (which
+    /// the gateway under test needs).
+    func readFramesUntilClose() async throws -> (frames: [IMFrame], closed: Bool) {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try self.blockingRead() })
+            }
+        }
+    }
+
+    private func blockingRead() throws -> (frames: [IMFrame], closed: Bool) {
+        var buffer = ByteBuffer()
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var closed = false
+        while true {
+            let count = recv(fd, &chunk, chunk.count, 0)
+            if count == 0 { closed = true; break }
+            if count < 0 { break }
+            buffer.writeBytes(chunk[0..<count])
+        }
+        var decoder = IMFrameDecoder()
+        var frames: [IMFrame] = []
+        while let frame = try decoder.decode(buffer: &buffer) { frames.append(frame) }
+        return (frames, closed)
+    }
+}
