@@ -96,7 +96,8 @@ struct ScaleTests {
         await publisher.close()
         #expect(await loop.statistics().clients == 0)
         let closed = ProcessSnapshot.now()
-        #expect(closed.descriptors <= before.descriptors + 8, "closing releases every descriptor")
+        // Other tests open and close descriptors meanwhile; a leak here would be 3 per client.
+        #expect(closed.descriptors < before.descriptors + count / 2, "closing releases every descriptor")
     }
 }
 

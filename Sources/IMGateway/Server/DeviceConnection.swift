@@ -268,8 +268,11 @@ struct DeviceConnection {
         case .heartbeat:
             try await writer.write(IMFrame.heartbeatReply(to: frame, timestamp: unixSeconds())!)
         case .ack(let ack):
-            if let deliveryID = deliveries.remove(ack.sequence) {
+            if let (deliveryID, origin) = deliveries.remove(ack.sequence) {
                 await session.client.acknowledge(deliveryID: deliveryID)
+                if let origin {
+                    uplink.yield(.delivered(origin))
+                }
             }
         case .chat(let chat):
             context.statistics.messagesIn.add(1, ordering: .relaxed)
@@ -331,6 +334,8 @@ struct DeviceConnection {
         case subscribe(Subscribe, IMFrame)
         case unsubscribe(Unsubscribe, IMFrame)
         case publish(Publish, IMFrame)
+        /// The device ACKed a chat delivery: tell the sender (no reply to the device).
+        case delivered(PendingDeliveries.Origin)
     }
 
     /// Runs the device's requests that need the broker one after the other (chat order
@@ -346,6 +351,12 @@ struct DeviceConnection {
                 try await handleLocation(job, session, writer, &limiter)
             case .subscribe, .unsubscribe, .publish:
                 try await handlePubSub(job, session, writer)
+            case .delivered(let origin):
+                do {
+                    try await session.publishReceipt(.delivered, to: origin.from, messageID: origin.messageID)
+                } catch {
+                    logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(origin.messageID)"])
+                }
             case .chat(let chat, let frame):
                 try await publishChat(chat, frame, session, writer)
             case .receipt(let receipt, let frame):
@@ -533,7 +544,9 @@ struct DeviceConnection {
                     continue
                 }
                 delivery.resend = message.dup
-                downlink.enqueue(.delivery(delivery), class: .chat, deliveryID: message.deliveryID)
+                downlink.enqueue(
+                    .delivery(delivery), class: .chat, deliveryID: message.deliveryID,
+                    origin: PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID))
                 context.statistics.messagesOut.add(1, ordering: .relaxed)
             case .location(let sharer):
                 // Checked again at each position: a stopped or expired share (or one
@@ -558,10 +571,12 @@ struct DeviceConnection {
                 }
                 await session.client.acknowledge(message)
             case .receipts:
-                if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload) {
-                    if let notice = try? payload.notice() { downlink.enqueue(.receiptNotice(notice), class: .receipt) }
+                if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notice = try? payload.notice() {
+                    downlink.enqueue(.receiptNotice(notice), class: .receipt)
                 }
-                // Notices are not ACKed by devices (PROTOCOL.md): done once written.
+                // Acknowledged at once, not through the device's ACK: under ack-through an
+                // unACKed notice would hold the device's own chat behind it, and a receipt
+                // lost in a crash costs little (the device's ACK is accepted and ignored).
                 await session.client.acknowledge(message)
             default:
                 await session.client.acknowledge(message)
@@ -579,6 +594,8 @@ extension DeviceConnection.UplinkJob {
             .locationWatch(_, let frame), .locationUnwatch(_, let frame),
             .subscribe(_, let frame), .unsubscribe(_, let frame), .publish(_, let frame):
             return frame
+        case .delivered:
+            return nil
         }
     }
 }
@@ -602,14 +619,20 @@ final class EndingRecord: Sendable {
 /// Deliveries written to the device and not ACKed yet: frame sequence -> MQTT delivery,
 /// with when it was written.
 final class PendingDeliveries: Sendable {
-    private let pending = Mutex<[UInt32: (deliveryID: UInt64, since: ContinuousClock.Instant)]>([:])
-
-    func insert(_ sequence: UInt32, _ deliveryID: UInt64) {
-        pending.withLock { $0[sequence] = (deliveryID, .now) }
+    /// A chat message's sender and id, for its "delivered" receipt.
+    struct Origin: Sendable {
+        var from: String
+        var messageID: String
     }
 
-    func remove(_ sequence: UInt32) -> UInt64? {
-        pending.withLock { $0.removeValue(forKey: sequence)?.deliveryID }
+    private let pending = Mutex<[UInt32: (deliveryID: UInt64, origin: Origin?, since: ContinuousClock.Instant)]>([:])
+
+    func insert(_ sequence: UInt32, _ deliveryID: UInt64, origin: Origin? = nil) {
+        pending.withLock { $0[sequence] = (deliveryID, origin, .now) }
+    }
+
+    func remove(_ sequence: UInt32) -> (deliveryID: UInt64, origin: Origin?)? {
+        pending.withLock { $0.removeValue(forKey: sequence).map { ($0.deliveryID, $0.origin) } }
     }
 
     /// How long the oldest unACKed delivery has waited.

@@ -86,10 +86,16 @@ final class DeviceSession: Sendable {
 
     /// Publishes a read receipt to the original sender's receipts topic.
     func publishReadReceipt(_ receipt: ReadReceipt) async throws {
-        let payload = ReceiptPayload(kind: .read, id: receipt.messageID, by: user, device: device, ts: unixMilliseconds())
+        try await publishReceipt(.read, to: receipt.to, messageID: receipt.messageID)
+    }
+
+    /// A receipt for `messageID`, sent by `to`: "delivered" once this device ACKed the
+    /// delivery, "read" when the device says so.
+    func publishReceipt(_ kind: ReceiptPayload.Kind, to sender: String, messageID: String) async throws {
+        let payload = ReceiptPayload(kind: kind, id: messageID, by: user, device: device, ts: unixMilliseconds())
         try await client.publish(
-            topic: context.topics.receipts(user: receipt.to), payload: PayloadCodec.encode(payload),
-            qos: .atLeastOnce, properties: Self.properties(sender: user, messageID: receipt.messageID))
+            topic: context.topics.receipts(user: sender), payload: PayloadCodec.encode(payload),
+            qos: .atLeastOnce, properties: Self.properties(sender: user, messageID: messageID))
     }
 
     private var shareTopic: String { context.topics.location(user: user) + "/share" }

@@ -11,6 +11,8 @@ final class Downlink: Sendable {
         var message: IMMessage
         /// The MQTT delivery to acknowledge when the device ACKs this frame.
         var deliveryID: UInt64?
+        /// For a chat delivery: whom to send the "delivered" receipt.
+        var origin: PendingDeliveries.Origin?
     }
 
     private struct State {
@@ -22,10 +24,13 @@ final class Downlink: Sendable {
     private let state = Mutex(State())
 
     /// Queues a frame; `coalescingKey` lets a newer presence or position replace a queued one.
-    func enqueue(_ message: IMMessage, class kind: DownlinkClass, coalescingKey: String? = nil, deliveryID: UInt64? = nil) {
+    func enqueue(
+        _ message: IMMessage, class kind: DownlinkClass, coalescingKey: String? = nil, deliveryID: UInt64? = nil,
+        origin: PendingDeliveries.Origin? = nil
+    ) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.finished else { return nil }
-            state.queue.enqueue(Entry(message: message, deliveryID: deliveryID), class: kind, coalescingKey: coalescingKey)
+            state.queue.enqueue(Entry(message: message, deliveryID: deliveryID, origin: origin), class: kind, coalescingKey: coalescingKey)
             defer { state.waiter = nil }
             return state.waiter
         }
@@ -52,7 +57,7 @@ final class Downlink: Sendable {
         while !Task.isCancelled {
             guard let entry = await next() else { return }
             let number = sequence.next()
-            if let deliveryID = entry.deliveryID { deliveries.insert(number, deliveryID) }
+            if let deliveryID = entry.deliveryID { deliveries.insert(number, deliveryID, origin: entry.origin) }
             // Suspends while the channel is not writable: the queue absorbs the backlog.
             try await writer.write(entry.message.frame(sequence: number, timestamp: unixSeconds(), sessionID: writer.sessionID))
         }

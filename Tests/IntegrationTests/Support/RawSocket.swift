@@ -49,7 +49,12 @@ final class RawSocket: @unchecked Sendable {
         while true {
             let count = recv(fd, &chunk, chunk.count, 0)
             if count == 0 { closed = true; break }
-            if count < 0 { break }
+            if count < 0 {
+                if errno == EINTR { continue }
+                // A reset is a close too; only the receive timeout means "still open".
+                closed = errno != EAGAIN && errno != EWOULDBLOCK
+                break
+            }
             buffer.writeBytes(chunk[0..<count])
         }
         var decoder = IMFrameDecoder()
