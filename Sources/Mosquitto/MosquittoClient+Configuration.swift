@@ -86,7 +86,7 @@ extension MosquittoClient {
     }
 
     /// TLS settings (libmosquitto `mosquitto_tls_set` and friends).
-    public struct TLS: Sendable {
+    public struct TLS: Sendable, Hashable {
         /// PEM file of the CA(s) that signed the broker's certificate.
         public var caFile: String?
         /// Directory of CA certificates (c_rehash'ed).

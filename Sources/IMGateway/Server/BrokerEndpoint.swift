@@ -9,20 +9,7 @@ public struct BrokerEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// TLS to the broker (`mqtts://`), with an optional CA and client certificate.
     public var tls: TLS?
 
-    public struct TLS: Sendable, Hashable {
-        public var caFile: String?
-        public var caPath: String?
-        public var certFile: String?
-        public var keyFile: String?
-        public var insecure: Bool
-        public init(caFile: String? = nil, caPath: String? = nil, certFile: String? = nil, keyFile: String? = nil, insecure: Bool = false) {
-            self.caFile = caFile
-            self.caPath = caPath
-            self.certFile = certFile
-            self.keyFile = keyFile
-            self.insecure = insecure
-        }
-    }
+    public typealias TLS = MosquittoClient.TLS
 
     public init(host: String, port: Int, username: String? = nil, password: String? = nil, tls: TLS? = nil) {
         self.host = host
@@ -54,9 +41,7 @@ public struct BrokerEndpoint: Sendable, Hashable, CustomStringConvertible {
         var configuration = MosquittoClient.Configuration(clientID: clientID, host: host, port: port)
         configuration.username = username
         configuration.password = password
-        if let tls {
-            configuration.tls = .init(caFile: tls.caFile, caPath: tls.caPath, certFile: tls.certFile, keyFile: tls.keyFile, insecure: tls.insecure)
-        }
+        configuration.tls = tls
         return configuration
     }
 }
