@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 30
 RUN_DIR ?= run
 BROKER_PORT ?= 1883
 
-.PHONY: all deps build release test unit-test integration-test run broker fuzz-ci clean help
+.PHONY: all deps build release test unit-test integration-test run clean help
 
 all: build
 
@@ -47,7 +47,7 @@ test: deps
 	$(SWIFT) test --skip-build
 
 unit-test: deps
-	$(SWIFT) test --filter 'MosquittoTests|IMWireTests'
+	$(SWIFT) test --filter 'MosquittoTests|IMWireTests|IMGatewayTests|IMClientTests'
 
 integration-test: deps
 	$(SWIFT) test --filter IntegrationTests
