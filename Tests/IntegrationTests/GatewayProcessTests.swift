@@ -223,16 +223,8 @@ final class IMGWProcess: Sendable {
             executable: executable,
             arguments: ["serve", "--config", config.path, "--broker", "mqtt://127.0.0.1:\(broker.port)", "--listen", "127.0.0.1:\(port)"])
         let output = LogBuffer()
-        let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
-        Task {
-            for await line in process.lines {
-                output.text.withLock { $0 += line + "\n" }
-                if line.contains("listening") { readySink.yield(true) }
-            }
-            readySink.yield(false)
-        }
-        var iterator = ready.makeAsyncIterator()
-        guard await iterator.next() == true else {
+        guard await awaitOutput(of: process, containing: "listening", into: output) else {
+            process.signal(SIGKILL)
             throw TestError("imgw did not start: \(output.text.withLock { $0 })")
         }
         return IMGWProcess(port: port, process: process, output: output)

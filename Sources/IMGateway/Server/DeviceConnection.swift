@@ -184,7 +184,7 @@ struct DeviceConnection {
         let (uplink, uplinkSink) = AsyncStream.makeStream(of: UplinkJob.self)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await downlink.run(writer, sequence: sequence, deliveries: deliveries) }
-            group.addTask { try await deliver(session, downlink, writer) }
+            group.addTask { try await deliver(session, downlink) }
             if resumed { group.addTask {
                 // The broker kept the session (and its subscriptions); queued messages may
                 // hold our writes until the device ACKs them, so this runs alongside.
@@ -532,7 +532,7 @@ struct DeviceConnection {
     }
 
     /// Turns what the MQTT session receives into frames for the device.
-    private func deliver(_ session: DeviceSession, _ downlink: Downlink, _ writer: FrameWriter) async throws {
+    private func deliver(_ session: DeviceSession, _ downlink: Downlink) async throws {
         for await message in session.client.messages {
             switch context.topics.classify(message.topic) {
             case .inbox:

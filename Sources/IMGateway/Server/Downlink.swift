@@ -47,11 +47,6 @@ final class Downlink: Sendable {
         waiter?.resume()
     }
 
-    /// Frames dropped or replaced because the device read too slowly.
-    var dropped: (dropped: Int, coalesced: Int) {
-        state.withLock { ($0.queue.droppedCount, $0.queue.coalescedCount) }
-    }
-
     /// Writes queued frames in priority order until `finish()` (or cancellation).
     func run(_ writer: FrameWriter, sequence: OutboundSequence, deliveries: PendingDeliveries) async throws {
         while !Task.isCancelled {

@@ -118,9 +118,4 @@ public final class EmbeddedBroker: Service, Sendable {
         current.withLock { $0 }?.signal(SIGTERM)
     }
 
-    /// Stops the broker and waits for it to exit.
-    public func stopAndWait() async {
-        stop()
-        await current.withLock { $0 }?.waitForExit()
-    }
 }

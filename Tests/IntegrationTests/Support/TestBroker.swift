@@ -13,7 +13,6 @@ final class TestBroker: Sendable {
     let directory: URL
     private let process: ChildProcess
     private let log: LogBuffer
-    private let exit: ExitSignal
 
     struct Options: Sendable {
         /// Extra mosquitto.conf lines for the listener (after `listener PORT 127.0.0.1`).
@@ -87,47 +86,19 @@ final class TestBroker: Sendable {
         // SIGTERM stops it (mosquitto then saves its persistence).
         let process = try ChildProcess(executable: "/usr/sbin/mosquitto", arguments: ["-c", config.path])
         let log = LogBuffer()
-        let exit = ExitSignal()
-        let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
-        Task {
-            for await line in process.lines {
-                let all = log.text.withLock { log in
-                    log += line + "\n"
-                    return log
-                }
-                if all.contains(" running") { readySink.yield(true) }
-            }
-            readySink.yield(false)
-            await process.waitForExit()
-            exit.fire()
-        }
-        let started = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                for await value in ready { return value }
-                return false
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(15))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            readySink.finish()
-            return first
-        }
+        let started = await awaitOutput(of: process, containing: " running", into: log)
         guard started, !process.hasExited else {
             process.signal(SIGKILL)
             throw TestError("mosquitto did not start on port \(port): \(log.text.withLock { $0 })")
         }
-        return TestBroker(port: port, directory: directory, process: process, log: log, exit: exit)
+        return TestBroker(port: port, directory: directory, process: process, log: log)
     }
 
-    private init(port: Int, directory: URL, process: ChildProcess, log: LogBuffer, exit: ExitSignal) {
+    private init(port: Int, directory: URL, process: ChildProcess, log: LogBuffer) {
         self.port = port
         self.directory = directory
         self.process = process
         self.log = log
-        self.exit = exit
     }
 
     /// What the broker logged so far.
@@ -138,13 +109,13 @@ final class TestBroker: Sendable {
     /// SIGTERM and wait for the exit (mosquitto saves persistence on a clean exit).
     func stop() async {
         process.signal(SIGTERM)
-        await exit.wait()
+        await process.waitForExit()
     }
 
     /// SIGKILL and wait for the exit.
     func kill9() async {
         process.signal(SIGKILL)
-        await exit.wait()
+        await process.waitForExit()
     }
 
     deinit {
@@ -216,6 +187,33 @@ func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) 
         throw TestError("\(executable) \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(output)")
     }
     return output
+}
+
+/// Collects what `process` prints into `log` (for as long as it runs) and waits, at most
+/// `seconds`, for a line containing `marker`. False if the process ended or time ran out.
+func awaitOutput(of process: ChildProcess, containing marker: String, into log: LogBuffer, within seconds: Double = 15) async -> Bool {
+    let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
+    Task {
+        for await line in process.lines {
+            log.text.withLock { $0 += line + "\n" }
+            if line.contains(marker) { readySink.yield(true) }
+        }
+        readySink.yield(false)
+    }
+    return await withTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            for await value in ready { return value }
+            return false
+        }
+        group.addTask {
+            try? await Task.sleep(for: .seconds(seconds))
+            return false
+        }
+        let first = await group.next() ?? false
+        group.cancelAll()
+        readySink.finish()
+        return first
+    }
 }
 
 /// Output collected from a child process.
