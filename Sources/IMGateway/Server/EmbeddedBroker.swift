@@ -98,10 +98,14 @@ public final class EmbeddedBroker: Service, Sendable {
         try await withGracefulShutdownHandler {
             while !stopping.load(ordering: .relaxed) {
                 let process = current.withLock { $0 }
+                let since = ContinuousClock.now
                 if let process {
                     await process.waitForExit()
                 }
                 if stopping.load(ordering: .relaxed) || Task.isCancelled { break }
+                // A broker that ran for a while before dying restarts quickly again; one
+                // that keeps dying waits longer each time (up to 30 s).
+                if ContinuousClock.now - since > .seconds(60) { backoff = 1 }
                 logger.error("embedded broker exited; restarting", metadata: ["in": "\(backoff) s"])
                 try await Task.sleep(for: .seconds(backoff))
                 backoff = min(backoff * 2, 30)
