@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "imgw", targets: ["imgw"]),
         .library(name: "IMClient", targets: ["IMClient"]),
         .executable(name: "imcli", targets: ["imcli"]),
+        .library(name: "FaultProxy", targets: ["FaultProxy"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -21,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
     ],
     targets: [
         // System libraries (apt providers so `swift build` names the missing package).
@@ -81,6 +83,17 @@ let package = Package(
                 "IMWire",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]
+        ),
+        // A TCP proxy that injects latency, stalls, cuts and blackholes (no netem here):
+        // the weak network of the integration tests and `imbench weak`.
+        .target(
+            name: "FaultProxy",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // The command-line client (IMGateway only for the configuration and dev tokens).
@@ -90,10 +103,19 @@ let package = Package(
                 "IMClient",
                 "IMGateway",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
 
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"]),
+        .testTarget(
+            name: "FaultProxyTests",
+            dependencies: [
+                "FaultProxy",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "IMClientTests",
             dependencies: [
@@ -130,6 +152,7 @@ let package = Package(
                 "IMWire",
                 "IMGateway",
                 "IMClient",
+                "FaultProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

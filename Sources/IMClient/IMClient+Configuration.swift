@@ -1,24 +1,60 @@
+import NIOSSL
+
 extension IMClient {
-    /// Where and as whom to connect, and the client's timing.
-    public struct Configuration: Sendable, Hashable {
+    /// Where and as whom to connect, and the client's timing and reliability settings.
+    public struct Configuration: Sendable {
         /// The gateway's host name or address. Default `127.0.0.1`.
         public var host: String
         /// The gateway's TCP port for TLV clients. Default 6969.
         public var port: Int
         /// The login token: an HS256 JWT whose `sub` claim is the user id.
         public var token: String
-        /// This device's id (1–128 bytes, no `/ + #` or NUL). `nil`: the token's `device`
+        /// This device's id (1–64 bytes, no `/ + # $` or NUL). `nil`: the token's `device`
         /// claim, else the gateway's default. The same user and device logging in elsewhere
-        /// takes the session over (this connection gets ``IMClient/Event/kicked(_:_:)``).
+        /// takes the session over (this client gets ``IMClient/Event/kicked(_:_:)`` and stops).
         public var deviceID: String?
-        /// Seconds without sending before a HEARTBEAT. `nil` (default): the interval LOGIN_OK
-        /// announces, else 30 s.
-        public var heartbeatInterval: Duration?
-        /// How long a request (chat, watch, logout, ...) waits for its ACK before it throws
-        /// ``IMClientError/timeout``; also bounds the LOGIN. Default 10 s.
+        /// TLS to the gateway's TLS listener (`tls.*` in imgw.yaml); `nil` (default): plain TCP.
+        /// Build one with `TLSConfiguration.makeClientConfiguration()`, add the gateway's CA
+        /// to `trustRoots` if it is not publicly trusted.
+        public var tls: TLSConfiguration?
+        /// The name the gateway's certificate must carry; `nil`: ``host``.
+        public var tlsServerName: String?
+
+        /// The adaptive heartbeat's bounds (seed 003). `maxInterval` is lowered to the
+        /// interval LOGIN_OK announces: the gateway closes a connection silent for three.
+        public var heartbeat: AdaptiveHeartbeat.Configuration
+        /// Foreground (the app is in use) or background; change it with
+        /// ``IMClient/setAppMode(_:)``.
+        public var appMode: AdaptiveHeartbeat.Mode
+
+        /// How long a request waits for its ACK on one connection before it is written
+        /// again (with RESEND for chat). After ``Configuration/maxRetransmits`` overdue ACKs
+        /// the connection is treated as broken. Default 10 s (the gateway ACKs chat only
+        /// once its broker has it).
         public var ackTimeout: Duration
-        /// How long opening the TCP connection may take. Default 10 s.
+        /// Retransmissions of one request on one connection before the connection is
+        /// treated as broken and a new one is made. Default 3.
+        public var maxRetransmits: Int
+        /// How long ``IMClient/send(to:text:messageID:)`` and other durable requests may take
+        /// in all, across retransmissions and reconnects, before they throw
+        /// ``IMClientError/timeout`` and leave the outbox. `nil`: until the client is closed.
+        /// Default 2 minutes.
+        public var sendTimeout: Duration?
+        /// How long opening TCP (and TLS) and logging in may take. Default 10 s.
         public var connectTimeout: Duration
+        /// Reconnect after a lost connection (default `true`), with ``backoff``. Never after
+        /// ``IMClient/logout()``, ``IMClient/close()``, a refused login or KICK
+        /// SESSION_TAKEN_OVER. `false`: a lost connection ends the client
+        /// (``IMClient/Event/disconnected``).
+        public var reconnect: Bool
+        /// The reconnect delays: seed 003's levels (0-1], (1-2], (2-4] ... (16-32] s.
+        public var backoff: ReconnectBackoff
+        /// Requests written and not yet ACKed, at most. Default 64.
+        public var maxInFlight: Int
+        /// Where chat messages, receipts and QoS ≥ 1 publishes wait for their ACK beyond
+        /// memory (an app's database); entries found there are sent again at connect.
+        /// `nil` (default): memory only, which survives reconnects but not the process.
+        public var outboxStore: (any OutboxStore)?
         /// How many received messages are remembered to drop redeliveries. Default 4096.
         public var dedupWindow: Int
 
@@ -28,23 +64,50 @@ extension IMClient {
             port: Int = 6969,
             token: String,
             deviceID: String? = nil,
-            heartbeatInterval: Duration? = nil,
+            tls: TLSConfiguration? = nil,
+            tlsServerName: String? = nil,
+            heartbeat: AdaptiveHeartbeat.Configuration = .init(),
+            appMode: AdaptiveHeartbeat.Mode = .foreground,
             ackTimeout: Duration = .seconds(10),
+            maxRetransmits: Int = 3,
+            sendTimeout: Duration? = .seconds(120),
             connectTimeout: Duration = .seconds(10),
+            reconnect: Bool = true,
+            backoff: ReconnectBackoff = .init(),
+            maxInFlight: Int = 64,
+            outboxStore: (any OutboxStore)? = nil,
             dedupWindow: Int = 4096
         ) {
             self.host = host
             self.port = port
             self.token = token
             self.deviceID = deviceID
-            self.heartbeatInterval = heartbeatInterval
+            self.tls = tls
+            self.tlsServerName = tlsServerName
+            self.heartbeat = heartbeat
+            self.appMode = appMode
             self.ackTimeout = ackTimeout
+            self.maxRetransmits = maxRetransmits
+            self.sendTimeout = sendTimeout
             self.connectTimeout = connectTimeout
+            self.reconnect = reconnect
+            self.backoff = backoff
+            self.maxInFlight = maxInFlight
+            self.outboxStore = outboxStore
             self.dedupWindow = dedupWindow
         }
 
-        /// The heartbeat interval used when neither the configuration nor LOGIN_OK names one.
+        /// The heartbeat interval assumed when LOGIN_OK announces none (PROTOCOL.md 6.2).
         public static let defaultHeartbeatInterval = Duration.seconds(30)
+
+        /// The heartbeat configuration for a gateway announcing `announced`: `maxInterval`
+        /// no longer than it, `minInterval` no longer than `maxInterval`.
+        func heartbeat(announced: Duration) -> AdaptiveHeartbeat.Configuration {
+            var result = heartbeat
+            result.maxInterval = min(result.maxInterval, announced)
+            result.minInterval = min(result.minInterval, result.maxInterval)
+            return result
+        }
     }
 
     /// The logged-in session, as LOGIN_OK described it.
@@ -55,7 +118,19 @@ extension IMClient {
         public var deviceID: String?
         /// The gateway's clock at login, Unix milliseconds.
         public var serverTime: UInt64?
-        /// The heartbeat interval in use.
+        /// The heartbeat interval the gateway expects (at most this much silence).
         public var heartbeatInterval: Duration
+    }
+
+    /// Where the connection is (the ``ConnectionStateMachine`` state, seed 000).
+    public enum ConnectionState: Sendable, Hashable {
+        /// No connection: waiting to reconnect, or closed for good.
+        case disconnected
+        /// Opening the connection or logging in.
+        case connecting
+        /// Logged in.
+        case connected
+        /// Closing at the application's request.
+        case disconnecting
     }
 }

@@ -1,12 +1,8 @@
 import IMWire
 import NIOCore
 import NIOPosix
-
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
+import NIOSSL
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -16,83 +12,105 @@ import Musl
 import Darwin
 #endif
 
-// The connection: the reader (frames in, actions out through the InboundRouter), the
-// keepalive, and the end of the connection.
-extension IMClient {
-    /// Sends LOGIN, then reads frames until the connection ends.
-    func run() async {
-        do {
-            try await channel.executeThenClose { inbound, outbound in
-                self.outbound = outbound
-                let login = LoginRequest(token: configuration.token, deviceID: configuration.deviceID)
-                try await write(IMMessage.login(login).frame(sequence: sequence.next(), timestamp: Self.unixSeconds(), sessionID: Self.sessionID))
-                do {
-                    for try await frame in inbound { await receive(frame) }
-                } catch let error as IMWireError where error.isFatal {
-                    // The stream is no longer framed: say why (if we still can), then close.
-                    try? await outbound.write(error.errorFrame(sequence: sequence.next(), timestamp: Self.unixSeconds(), sessionID: Self.sessionID))
+/// One transport to the gateway: dialled, read until it ends, written to by the client.
+/// Each reconnect makes a new one; its `generation` tells the client which frames are stale.
+final class Connection: Sendable {
+    let generation: Int
+    private struct State {
+        var channel: (any Channel)?
+        var closed = false
+    }
+    private let state = Mutex(State())
+
+    init(generation: Int) {
+        self.generation = generation
+    }
+
+    /// Dials, sends LOGIN (through the client), feeds every frame to the client, and tells
+    /// it when the transport ended and why.
+    func start(client: IMClient, dialer: @escaping IMClient.Dialer, configuration: IMClient.Configuration) {
+        let generation = self.generation
+        Task {
+            let channel: NIOAsyncChannel<IMFrame, IMFrame>
+            do {
+                channel = try await dialer(configuration)
+            } catch {
+                let reason = Self.explain(error)
+                await client.transportEnded(generation: generation, cause: .cannotConnect(host: configuration.host, port: configuration.port, reason: reason))
+                return
+            }
+            let adopted = state.withLock { state -> Bool in
+                guard !state.closed else { return false }
+                state.channel = channel.channel
+                return true
+            }
+            guard adopted else {
+                try? await channel.channel.close()
+                await client.transportEnded(generation: generation, cause: .disconnected)
+                return
+            }
+            let cause: IMClientError
+            do {
+                cause = try await channel.executeThenClose { inbound, _ in
+                    await client.transportOpened(generation: generation)
+                    do {
+                        for try await frame in inbound { await client.received(frame, generation: generation) }
+                        return IMClientError.disconnected
+                    } catch let error as IMWireError where error.isFatal {
+                        // The stream is no longer framed: say why (if we still can), then close.
+                        let frame = error.errorFrame(sequence: 0, timestamp: IMClient.unixSeconds(), sessionID: IMClient.sessionID)
+                        try? await channel.channel.writeAndFlush(frame)
+                        return IMClientError.protocolViolation("\(error)")
+                    }
+                }
+            } catch {
+                cause = .disconnected
+            }
+            await client.transportEnded(generation: generation, cause: cause)
+        }
+    }
+
+    /// Writes and flushes `frame` (dropped if the transport is not open); frames go out in
+    /// the order of the calls.
+    func write(_ frame: IMFrame) {
+        guard let channel = state.withLock({ $0.channel }) else { return }
+        channel.writeAndFlush(frame, promise: nil)
+    }
+
+    /// Closes the transport, or makes sure it is closed as soon as the dial completes.
+    func close() {
+        let channel = state.withLock { state -> (any Channel)? in
+            state.closed = true
+            return state.channel
+        }
+        channel?.close(promise: nil)
+    }
+
+    /// Opens a TCP (and, if configured, TLS) connection with the frame codec.
+    static func dial(_ configuration: IMClient.Configuration) async throws -> NIOAsyncChannel<IMFrame, IMFrame> {
+        let sslContext = try configuration.tls.map { try NIOSSLContext(configuration: $0) }
+        let serverName = configuration.tlsServerName ?? configuration.host
+        return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(TimeAmount(configuration.connectTimeout))
+            .connect(host: configuration.host, port: configuration.port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let sslContext {
+                        let handler = try NIOSSLClientHandler(context: sslContext, serverHostname: Self.isAddress(serverName) ? nil : serverName)
+                        try channel.pipeline.syncOperations.addHandler(handler)
+                    }
+                    try channel.pipeline.syncOperations.addHandlers([
+                        ByteToMessageHandler(IMFrameDecoder()),
+                        MessageToByteHandler(IMFrameEncoder()),
+                    ])
+                    return try NIOAsyncChannel<IMFrame, IMFrame>(wrappingChannelSynchronously: channel)
                 }
             }
-        } catch {
-            // Closed, reset, or LOGIN not written: the connection is over either way.
-        }
-        connectionEnded()
     }
 
-    func receive(_ frame: IMFrame) async {
-        lastReceived = clock.now
-        for action in router.react(to: frame, timestamp: Self.unixSeconds()) {
-            switch action {
-            case .loggedIn(let ok):
-                finishLogin(.success(session(from: ok)))
-            case .loginRefused(let code, let message):
-                finishLogin(.failure(.loginRefused(code, message)))
-            case .settle(let ack):
-                pending.settle(ack.sequence, with: .success(ack))?.resume(returning: .success(ack))
-            case .emit(let event):
-                eventSink.yield(event)
-            case .reply(let reply):
-                try? await write(reply)
-            }
-        }
-    }
-
-    /// Heartbeats when nothing was sent for `interval`; closes the connection when nothing
-    /// arrived for two intervals plus a margin (PROTOCOL.md 6.2 and 10).
-    func keepalive(interval: Duration) async {
-        let deadAfter = interval * 2 + min(interval, .seconds(10))
-        while !isClosed {
-            let now = clock.now
-            if now - lastReceived >= deadAfter {
-                channel.channel.close(promise: nil)
-                return
-            }
-            if now - lastSent >= interval {
-                try? await write(IMFrame.heartbeat(sequence: sequence.next(skipping: pending.contains), timestamp: Self.unixSeconds(), sessionID: Self.sessionID))
-                continue
-            }
-            do {
-                try await Task.sleep(until: min(lastSent + interval, lastReceived + deadAfter), clock: .continuous)
-            } catch {
-                return
-            }
-        }
-    }
-
-    func connectionEnded() {
-        isClosed = true
-        outbound = nil
-        keepaliveTask?.cancel()
-        finishLogin(.failure(.disconnected))
-        for waiter in pending.failAll(with: .disconnected) { waiter.resume(returning: .failure(.disconnected)) }
-        if router.isLoggedIn && !endedByApplication { eventSink.yield(.disconnected) }
-        eventSink.finish()
-    }
-
-    // MARK: Helpers
-
-    static func unixSeconds() -> UInt32 {
-        UInt32(clamping: Int(Date().timeIntervalSince1970))
+    /// Whether `host` is an IP address (SNI takes names only).
+    static func isAddress(_ host: String) -> Bool {
+        (try? SocketAddress(ipAddress: host, port: 0)) != nil
     }
 
     /// A short reason for a failed connect: the system's text where there is one.
@@ -108,6 +126,42 @@ extension IMClient {
             return "no answer within \(Duration(amount))"
         default:
             return "\(error)"
+        }
+    }
+}
+
+// The client's side of a connection: LOGIN, then every frame through the InboundRouter.
+extension IMClient {
+    /// The transport of `generation` is open: log in.
+    func transportOpened(generation: Int) {
+        guard generation == self.generation, let connection, machine.state == .connecting else { return }
+        let login = LoginRequest(token: configuration.token, deviceID: configuration.deviceID)
+        write(IMMessage.login(login).frame(sequence: nextSequence(), timestamp: Self.unixSeconds(), sessionID: Self.sessionID), on: connection)
+    }
+
+    /// A frame from the gateway on the transport of `generation`.
+    func received(_ frame: IMFrame, generation: Int) {
+        guard generation == self.generation, let connection else { return }
+        heartbeat?.frameReceived(at: clock.now)
+        for action in router.react(to: frame, timestamp: Self.unixSeconds()) {
+            switch action {
+            case .loggedIn(let ok):
+                loggedIn(ok, generation: generation)
+            case .loginRefused(let code, let message):
+                connection.close()
+                lost(.loginRefused(code, message))
+            case .settle(let ack):
+                settle(ack)
+            case .emit(.kicked(let code, let message)):
+                // The gateway closes after a KICK; whether to come back depends on the code.
+                eventSink.yield(.kicked(code, message))
+                connection.close()
+                lost(.kicked(code, message))
+            case .emit(let event):
+                eventSink.yield(event)
+            case .reply(let reply):
+                write(reply, on: connection)
+            }
         }
     }
 }

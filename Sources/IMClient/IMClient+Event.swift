@@ -10,16 +10,80 @@ extension IMClient {
         case receipt(Receipt)
         /// A watched user's device went online or offline (``IMClient/watchPresence(_:)``).
         case presence(Presence)
-        /// The gateway closed the session: SESSION_TAKEN_OVER (the same device logged in
-        /// elsewhere: do not reconnect automatically), SERVER_SHUTTING_DOWN, IDLE_TIMEOUT,
-        /// TOKEN_EXPIRED, FORBIDDEN. ``disconnected`` follows.
+        /// A position shared with this user by a watched user (``IMClient/watchLocation(_:)``).
+        case location(Location)
+        /// A message on a subscribed topic (``IMClient/subscribe(_:)``).
+        case publication(Publication)
+        /// The gateway closed the session. SESSION_TAKEN_OVER (the same device logged in
+        /// elsewhere), TOKEN_EXPIRED and FORBIDDEN end the client (``disconnected``
+        /// follows); SERVER_SHUTTING_DOWN and IDLE_TIMEOUT are followed by ``reconnecting(_:)``.
         case kicked(IMErrorCode, String?)
         /// An ERROR frame from the gateway. Codes that end the connection
-        /// (``IMErrorCode/closesConnection``, 1xx) are followed by ``disconnected``.
+        /// (``IMErrorCode/closesConnection``, 1xx) are followed by ``reconnecting(_:)``.
         case error(IMErrorCode, String?)
-        /// The connection ended without ``IMClient/close()`` or ``IMClient/logout()``: the
+        /// The connection was lost; the client reconnects after the delay. Requests keep
+        /// waiting (chat, receipts) or fail with ``IMClientError/disconnected`` (the rest).
+        case reconnecting(Reconnecting)
+        /// Logged in again after ``reconnecting(_:)``: watches and subscriptions are restored,
+        /// unacknowledged messages are being sent again.
+        case reconnected(Session)
+        /// The client ended without ``IMClient/close()`` or ``IMClient/logout()`` (a kick, a
+        /// refused login, or a lost connection with ``Configuration/reconnect`` off): the
         /// last event; the stream finishes after it.
         case disconnected
+    }
+
+    /// A lost connection and the reconnect to come.
+    public struct Reconnecting: Sendable, Hashable {
+        /// Why the connection ended (or the last attempt failed).
+        public var cause: IMClientError
+        /// Failed attempts since the last login (0: the connection was just lost).
+        public var attempt: Int
+        /// When the next attempt starts, from now (seed 003's levels, with jitter).
+        public var delay: Duration
+    }
+
+    /// A position of a watched user's device.
+    public struct Location: Sendable, Hashable {
+        /// The user sharing.
+        public var user: String
+        /// Their device, if the gateway named it.
+        public var device: String?
+        /// The position.
+        public var location: IMLocation
+
+        /// Creates a location event.
+        public init(user: String, device: String?, location: IMLocation) {
+            self.user = user
+            self.device = device
+            self.location = location
+        }
+    }
+
+    /// A message received on a subscribed topic.
+    public struct Publication: Sendable, Hashable {
+        /// The topic, inside `im/t/`.
+        public var topic: String
+        /// The payload bytes.
+        public var payload: [UInt8]
+        /// The QoS it was delivered with.
+        public var qos: IMQoS
+        /// Whether the broker kept it as the topic's retained message.
+        public var retain: Bool
+        /// When the gateway forwarded it, Unix milliseconds.
+        public var serverTime: UInt64?
+
+        /// The payload as UTF-8 text, if it is.
+        public var text: String? { String(validating: payload, as: UTF8.self) }
+
+        /// Creates a publication.
+        public init(topic: String, payload: [UInt8], qos: IMQoS, retain: Bool = false, serverTime: UInt64? = nil) {
+            self.topic = topic
+            self.payload = payload
+            self.qos = qos
+            self.retain = retain
+            self.serverTime = serverTime
+        }
     }
 
     /// A received chat message.

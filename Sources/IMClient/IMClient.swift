@@ -5,11 +5,10 @@ import Foundation
 #endif
 import IMWire
 import NIOCore
-import NIOPosix
 import Synchronization
 
-/// A logged-in connection to an IMGateway: chat, receipts and presence over the TLV protocol
-/// (docs/PROTOCOL.md).
+/// A logged-in device on an IMGateway: chat, receipts, presence, location sharing and
+/// pub/sub over the TLV protocol (docs/PROTOCOL.md), kept connected across a bad network.
 ///
 /// ```swift
 /// let client = try await IMClient.connect(.init(token: token, deviceID: "phone"))
@@ -19,225 +18,443 @@ import Synchronization
 /// }
 /// ```
 ///
-/// The client sends a HEARTBEAT whenever it has sent nothing for the heartbeat interval, and
-/// treats the connection as dead when nothing at all arrived for two intervals plus a
-/// margin. Deliveries and receipt notices are ACKed as soon as they are handed to
-/// ``events`` (the gateway holds this device's other traffic until they are), and a
-/// redelivered message is ACKed without being surfaced again.
-///
-/// This version does not reconnect: when the connection ends, ``events`` yields
-/// ``Event/disconnected`` and finishes, requests in flight throw
-/// ``IMClientError/disconnected``, and the application connects a new client (resending
-/// unacknowledged chat messages with the same ids).
+/// Reliability (seeds 000 and 003, PROTOCOL.md 10):
+/// - **Reconnect.** A lost connection is reopened after a random delay in seed 003's levels,
+///   (0-1], (1-2], (2-4] ... (16-32] s, reset by a successful login;
+///   ``networkAvailable()`` skips the wait. Never after ``logout()``, ``close()``, a refused
+///   login, or KICK SESSION_TAKEN_OVER. ``events`` reports ``Event/reconnecting(_:)`` and
+///   ``Event/reconnected(_:)``; watches, subscriptions and a location share are restored.
+/// - **Outbox.** Chat messages, receipts and QoS ≥ 1 publishes stay in the ``Outbox`` until
+///   ACKed: written again with the same id and RESEND when their ACK is overdue and after
+///   every reconnect, in priority order (chat, receipts, presence, location, pub/sub).
+///   ``send(to:text:messageID:)`` returns once the gateway ACKed, however many connections
+///   that took, within ``Configuration/sendTimeout``.
+/// - **Heartbeat.** ``AdaptiveHeartbeat``: a HEARTBEAT when the link has been quiet for the
+///   current interval, which grows while heartbeats succeed and shrinks when they fail;
+///   three unanswered in a row and the connection is declared dead and replaced.
+/// - **Dedup.** Deliveries are surfaced once per (sender, message id), also across reconnects,
+///   and ACKed every time.
 public actor IMClient {
-    /// What the gateway sends this device, in arrival order, until the connection ends.
-    /// Iterate it once (a second iterator would take a share of the events). Events wait in
-    /// an unbounded buffer until taken.
+    /// What the gateway sends this device, in arrival order, across reconnects, until the
+    /// client ends. Iterate it once (a second iterator would take a share of the events).
+    /// Events wait in an unbounded buffer until taken; ``batched(_:)`` groups a backlog.
     public nonisolated let events: AsyncStream<Event>
     /// The configuration this client connected with.
     public nonisolated let configuration: Configuration
 
-    /// The session LOGIN_OK described.
+    /// The session of the latest LOGIN_OK.
     public nonisolated var session: Session {
         guard let session = sessionBox.withLock({ $0 }) else { preconditionFailure("IMClient is returned logged in") }
         return session
     }
 
-    /// The session id this client puts in its frames (any value is valid; one per connection).
+    /// Where the connection is now.
+    public var connectionState: ConnectionState {
+        switch machine.state {
+        case .disconnected: .disconnected
+        case .connecting: .connecting
+        case .connected: .connected
+        case .disconnecting: .disconnecting
+        }
+    }
+
+    /// How long a connection that went silent (a NAT dropped it, the network is a black hole)
+    /// may take to be declared dead, with the heartbeat's current interval; `nil` before the
+    /// first login.
+    public var deadConnectionBound: Duration? { heartbeat?.detectionBound }
+
+    /// The session id this client puts in its frames (any value is valid).
     static let sessionID: UInt16 = 1
 
-    let channel: NIOAsyncChannel<IMFrame, IMFrame>
+    /// Opens a channel of frames to the gateway (TCP, or an embedded channel in tests).
+    typealias Dialer = @Sendable (Configuration) async throws -> NIOAsyncChannel<IMFrame, IMFrame>
+    /// A waiter for a request's answer.
+    typealias Waiter = CheckedContinuation<Result<Ack, IMClientError>, Never>
+
+    let dialer: Dialer
     let eventSink: AsyncStream<Event>.Continuation
     private let sessionBox = Mutex<Session?>(nil)
     let clock = ContinuousClock()
+    var random = SystemRandomNumberGenerator()
 
-    var outbound: NIOAsyncChannelOutboundWriter<IMFrame>?
+    var machine = ConnectionStateMachine()
+    var heartbeat: AdaptiveHeartbeat?
+    var outbox: Outbox
     var router: InboundRouter
     var sequence = SequenceCounter()
-    var pending = PendingAcks<CheckedContinuation<Result<Ack, IMClientError>, Never>>()
-    private var loginWaiter: CheckedContinuation<Result<Session, IMClientError>, Never>?
-    private var connectionTask: Task<Void, Never>?
-    var keepaliveTask: Task<Void, Never>?
-    var isClosed = false
+    /// Who waits for which outbox entry.
+    var waiters: [OutboxEntry.ID: Waiter] = [:]
+    /// Entries whose negative ACK said "later" (RATE_LIMITED, BROKER_UNAVAILABLE): back in
+    /// the outbox at the instant given.
+    var deferred: [(id: OutboxEntry.ID, entry: OutboxEntry, at: ContinuousClock.Instant)] = []
+    /// Entries enqueued whose caller has not started waiting yet, and answers that came
+    /// for them in between.
+    var unclaimed: Set<OutboxEntry.ID> = []
+    var early: [OutboxEntry.ID: Result<Ack, IMClientError>] = [:]
+    /// Watches and subscriptions being restored after a reconnect (nobody waits for them).
+    var restoring: Set<OutboxEntry.ID> = []
+
+    /// The current transport and its number (frames from older ones are ignored).
+    var connection: Connection?
+    var generation = 0
+    var loginDeadline: ContinuousClock.Instant?
+    var reconnectAt: ContinuousClock.Instant?
+    /// Why the current or last connection ended, for the event and the error.
+    var lastCause: IMClientError = .disconnected
+    var hasLoggedIn = false
+    private var firstLogin: CheckedContinuation<Result<Session, IMClientError>, Never>?
+    private var finishWaiters: [CheckedContinuation<Void, Never>] = []
     var endedByApplication = false
-    var lastSent: ContinuousClock.Instant
-    var lastReceived: ContinuousClock.Instant
+
+    /// The one timer: wakes at the earliest deadline (login, reconnect, ACK, heartbeat).
+    private var timer: (deadline: ContinuousClock.Instant, id: Int, task: Task<Void, Never>)?
+    private var timerIDs = 0
+
+    /// What is restored after a reconnect.
+    var presenceWatches: Set<String> = []
+    var locationWatches: Set<String> = []
+    var subscriptions: [String: IMQoS] = [:]
+    var locationShare: (audience: [String], until: ContinuousClock.Instant)?
 
     // MARK: Connecting
 
-    /// Opens a TCP connection, logs in, and returns the logged-in client.
+    /// Connects, logs in, and returns the logged-in client; from then on it stays connected
+    /// (see the type's documentation) until ``close()`` or ``logout()``.
     ///
-    /// - Throws: ``IMClientError/cannotConnect(host:port:reason:)``,
+    /// - Throws: if the first login fails: ``IMClientError/cannotConnect(host:port:reason:)``,
     ///   ``IMClientError/loginRefused(_:_:)`` (from the gateway's ERROR),
-    ///   ``IMClientError/timeout`` (no LOGIN_OK within the ACK timeout), or
+    ///   ``IMClientError/timeout`` (no LOGIN_OK within the connect timeout), or
     ///   ``IMClientError/disconnected`` (the gateway closed the connection first).
     public static func connect(_ configuration: Configuration) async throws(IMClientError) -> IMClient {
-        let channel: NIOAsyncChannel<IMFrame, IMFrame>
-        do {
-            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .connectTimeout(TimeAmount(configuration.connectTimeout))
-                .connect(host: configuration.host, port: configuration.port) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandlers([
-                            ByteToMessageHandler(IMFrameDecoder()),
-                            MessageToByteHandler(IMFrameEncoder()),
-                        ])
-                        return try NIOAsyncChannel<IMFrame, IMFrame>(wrappingChannelSynchronously: channel)
-                    }
-                }
-        } catch {
-            throw .cannotConnect(host: configuration.host, port: configuration.port, reason: Self.explain(error))
-        }
-        return try await connect(configuration, over: channel)
+        try await connect(configuration, dialer: { try await Connection.dial($0) })
     }
 
-    /// Logs in over an open channel of frames (the codec already in its pipeline, or none
-    /// for an embedded test channel).
-    static func connect(_ configuration: Configuration, over channel: NIOAsyncChannel<IMFrame, IMFrame>) async throws(IMClientError) -> IMClient {
-        let client = IMClient(configuration: configuration, channel: channel)
+    /// Connects through `dialer` (tests: embedded channels).
+    static func connect(_ configuration: Configuration, dialer: @escaping Dialer) async throws(IMClientError) -> IMClient {
+        let client = IMClient(configuration: configuration, dialer: dialer)
         try await client.start()
         return client
     }
 
-    private init(configuration: Configuration, channel: NIOAsyncChannel<IMFrame, IMFrame>) {
+    private init(configuration: Configuration, dialer: @escaping Dialer) {
         self.configuration = configuration
-        self.channel = channel
+        self.dialer = dialer
         (self.events, self.eventSink) = AsyncStream.makeStream(of: Event.self)
         self.router = InboundRouter(dedupWindow: configuration.dedupWindow)
-        self.lastSent = clock.now
-        self.lastReceived = clock.now
+        self.outbox = Outbox(maxInFlight: max(1, configuration.maxInFlight), maxRetransmits: max(0, configuration.maxRetransmits))
     }
 
-    /// Starts the connection task (which sends LOGIN) and waits for the answer.
+    /// Loads the outbox store, connects, and waits for the first LOGIN_OK.
     private func start() async throws(IMClientError) {
-        let timeout = configuration.ackTimeout
+        if let store = configuration.outboxStore, let saved = try? await store.load(), !saved.isEmpty {
+            outbox.restore(saved)
+        }
         let result = await withCheckedContinuation { (waiter: CheckedContinuation<Result<Session, IMClientError>, Never>) in
-            self.loginWaiter = waiter
-            self.connectionTask = Task { await self.run() }
-            Task { [weak self] in
-                try? await Task.sleep(for: timeout)
-                await self?.finishLogin(.failure(.timeout))
-            }
+            firstLogin = waiter
+            handle(.connect)
         }
-        switch result {
-        case .success(let session):
-            sessionBox.withLock { $0 = session }
-            keepaliveTask = Task { await self.keepalive(interval: session.heartbeatInterval) }
-        case .failure(let error):
-            await close()
-            throw error
-        }
+        if case .failure(let error) = result { throw error }
     }
 
-    func finishLogin(_ result: Result<Session, IMClientError>) {
-        guard let waiter = loginWaiter else { return }
-        loginWaiter = nil
-        waiter.resume(returning: result)
+    // MARK: Lifecycle
+
+    /// Tells the client the network is available again (e.g. from the platform's path
+    /// monitor): a pending reconnect starts now instead of after its delay; a connected
+    /// client checks its connection with a heartbeat.
+    public func networkAvailable() {
+        handle(.networkAvailable)
     }
 
-    func session(from ok: LoginOK) -> Session {
-        let announced = ok.heartbeatInterval.flatMap { $0 > 0 ? Duration.seconds(Int($0)) : nil }
-        return Session(
-            userID: ok.userID, deviceID: ok.deviceID ?? configuration.deviceID, serverTime: ok.serverTime,
-            heartbeatInterval: configuration.heartbeatInterval ?? announced ?? Configuration.defaultHeartbeatInterval)
-    }
-
-    // MARK: Requests
-
-    /// Sends a text message to `user` and returns once the gateway has accepted it (its
-    /// broker has it).
-    ///
-    /// - Parameter messageID: Unique per sender; keep it when sending the same message again
-    ///   (after ``IMClientError/timeout`` or ``IMClientError/disconnected``), so the recipient
-    ///   gets it once. Default: a new UUID.
-    /// - Throws: ``IMClientError/refused(_:_:)`` (e.g. INVALID_USER_ID, RATE_LIMITED,
-    ///   BROKER_UNAVAILABLE), ``IMClientError/timeout``, ``IMClientError/disconnected``.
-    @discardableResult
-    public func send(to user: String, text: String, messageID: String = IMClient.makeMessageID()) async throws(IMClientError) -> SendReceipt {
-        try await send(to: user, content: .text(text), messageID: messageID)
-    }
-
-    /// Sends a message with any content (text, or bytes tagged image, file, ...) to `user`;
-    /// see ``send(to:text:messageID:)``.
-    @discardableResult
-    public func send(to user: String, content: IMContent, messageID: String = IMClient.makeMessageID()) async throws(IMClientError) -> SendReceipt {
-        let ack = try await request(.chat(ChatSend(to: user, messageID: messageID, content: content)))
-        return SendReceipt(messageID: ack.messageID ?? messageID, serverTime: ack.serverTime)
-    }
-
-    /// Tells `sender` that this user read their message `messageID` (a RECEIPT).
-    public func sendReadReceipt(to sender: String, messageID: String) async throws(IMClientError) {
-        _ = try await request(.readReceipt(ReadReceipt(to: sender, messageID: messageID)))
-    }
-
-    /// Watches the presence of `users`: ``events`` yields the current state of each of their
-    /// devices, then every change.
-    /// - Throws: ``IMClientError/refused(_:_:)`` (FORBIDDEN, INVALID_USER_ID), ``IMClientError/timeout``,
-    ///   ``IMClientError/disconnected``.
-    public func watchPresence(_ users: [String]) async throws(IMClientError) {
-        _ = try await request(.presenceWatch(PresenceWatch(users: users)))
-    }
-
-    /// Stops watching the presence of `users`.
-    public func unwatchPresence(_ users: [String]) async throws(IMClientError) {
-        _ = try await request(.presenceUnwatch(PresenceUnwatch(users: users)))
+    /// Foreground (the app is in use: a fixed heartbeat if
+    /// ``AdaptiveHeartbeat/Configuration/foregroundInterval`` is set, and a heartbeat at once
+    /// when coming back) or background (adaptive, to save battery and find the NAT timeout).
+    public func setAppMode(_ mode: AdaptiveHeartbeat.Mode) {
+        heartbeat?.setMode(mode, now: clock.now)
+        schedule()
     }
 
     /// Ends this device's session (its presence goes offline, and messages not yet
     /// delivered to it are dropped by the gateway), then closes. ``events`` finishes without
-    /// ``Event/disconnected``. To keep the session, use ``close()``.
+    /// ``Event/disconnected``; requests still waiting throw ``IMClientError/disconnected``.
+    /// To keep the session, use ``close()``.
     public func logout() async {
-        endedByApplication = true
-        _ = try? await request(.logout(Logout()))
+        if machine.state == .connected {
+            // The gateway closes after its ACK: that close must not start a reconnect.
+            endedByApplication = true
+            _ = try? await request(.logout(Logout()), priority: .chat, durable: false, timeout: configuration.ackTimeout)
+        }
         await close()
     }
 
-    /// Closes the connection without logging out: the gateway keeps this device's session
-    /// and queues its messages for the next login. ``events`` finishes without
-    /// ``Event/disconnected``; requests in flight throw ``IMClientError/disconnected``.
+    /// Closes the connection without logging out and stops reconnecting: the gateway keeps
+    /// this device's session and queues its messages for the next login. ``events`` finishes
+    /// without ``Event/disconnected``; requests still waiting throw
+    /// ``IMClientError/disconnected`` (chat messages stay in the ``Configuration/outboxStore``
+    /// if there is one).
     public func close() async {
         endedByApplication = true
-        channel.channel.close(promise: nil)
-        await connectionTask?.value
+        handle(.disconnect)
+        guard !isFinishedCompletely else { return }
+        await withCheckedContinuation { finishWaiters.append($0) }
+    }
+
+    private var isFinishedCompletely: Bool { machine.isFinished && machine.state == .disconnected }
+
+    /// Feeds the state machine and carries out its actions.
+    func handle(_ event: ConnectionStateMachine.Event) {
+        for action in machine.handle(event) {
+            perform(action)
+        }
+        schedule()
+    }
+
+    private func perform(_ action: ConnectionStateMachine.Action) {
+        switch action {
+        case .openConnection:
+            open()
+        case .closeConnection:
+            loginDeadline = nil
+            connection?.close()
+            if machine.state != .disconnecting { connection = nil }
+        case .loggedIn:
+            loggedIn()
+        case .connectionDown:
+            connectionDown()
+        case .scheduleReconnect(let attempt):
+            let delay = configuration.backoff.delay(attempt: attempt, using: &random)
+            reconnectAt = clock.now + delay
+            eventSink.yield(.reconnecting(Reconnecting(cause: lastCause, attempt: attempt, delay: delay)))
+        case .cancelReconnect:
+            reconnectAt = nil
+        case .probeConnection:
+            sendHeartbeat()
+        case .finish:
+            finish()
+        }
+    }
+
+    /// Opens a new connection (its reader sends LOGIN and feeds frames back).
+    private func open() {
+        generation += 1
+        router.connectionStarted()
+        loginDeadline = clock.now + configuration.connectTimeout
+        let connection = Connection(generation: generation)
+        self.connection = connection
+        connection.start(client: self, dialer: dialer, configuration: configuration)
+    }
+
+    /// LOGIN_OK: the session, the heartbeat, restored registrations, the outbox.
+    func loggedIn(_ ok: LoginOK, generation: Int) {
+        guard generation == self.generation, machine.state == .connecting else { return }
+        let announced = ok.heartbeatInterval.flatMap { $0 > 0 ? Duration.seconds(Int($0)) : nil } ?? Configuration.defaultHeartbeatInterval
+        let session = Session(userID: ok.userID, deviceID: ok.deviceID ?? configuration.deviceID, serverTime: ok.serverTime, heartbeatInterval: announced)
+        sessionBox.withLock { $0 = session }
+        handle(.connectSucceeded)
+    }
+
+    private func loggedIn() {
+        loginDeadline = nil
+        let now = clock.now
+        if heartbeat == nil {
+            heartbeat = AdaptiveHeartbeat(configuration: configuration.heartbeat(announced: session.heartbeatInterval), mode: configuration.appMode, now: now)
+        }
+        heartbeat?.connectionStarted(now: now)
+        if hasLoggedIn {
+            restoreRegistrations()
+            eventSink.yield(.reconnected(session))
+        }
+        hasLoggedIn = true
+        if let firstLogin {
+            self.firstLogin = nil
+            firstLogin.resume(returning: .success(session))
+        }
+        pump()
+    }
+
+    /// The logged-in connection is gone: what was in flight goes back to the queue (durable)
+    /// or fails (the rest).
+    private func connectionDown() {
+        for entry in outbox.connectionLost() {
+            restoring.remove(entry.id)
+            let outcome = Result<Ack, IMClientError>.failure(.disconnected)
+            if let waiter = waiters.removeValue(forKey: entry.id) {
+                waiter.resume(returning: outcome)
+            } else if unclaimed.contains(entry.id) {
+                early[entry.id] = outcome
+            }
+        }
+    }
+
+    /// The transport of `generation` ended (closed by the gateway, reset, or closed by us).
+    func transportEnded(generation: Int, cause: IMClientError) {
+        guard generation == self.generation else { return }
+        connection = nil
+        switch machine.state {
+        case .connecting:
+            lost(cause)
+        case .connected:
+            lost(cause)
+        case .disconnecting:
+            handle(.disconnectCompleted)
+        case .disconnected:
+            break
+        }
+    }
+
+    /// The current connection is lost or failed because of `cause`.
+    func lost(_ cause: IMClientError) {
+        lastCause = cause
+        let failure: ConnectionStateMachine.Failure = isTerminal(cause) ? .terminal : .transient
+        switch machine.state {
+        case .connecting: handle(.connectFailed(failure))
+        case .connected: handle(.connectionLost(failure))
+        case .disconnecting: handle(.disconnectCompleted)
+        case .disconnected: break
+        }
+    }
+
+    /// Whether `cause` ends the client rather than start a reconnect.
+    private func isTerminal(_ cause: IMClientError) -> Bool {
+        guard hasLoggedIn, configuration.reconnect, !endedByApplication else { return true }
+        switch cause {
+        case .kicked(let code, _), .loginRefused(let code, _):
+            return ![IMErrorCode.serverShuttingDown, .idleTimeout, .brokerUnavailable, .internalError, .loginTimeout].contains(code)
+        default:
+            return false
+        }
+    }
+
+    /// The end: everything waiting fails, the events finish.
+    private func finish() {
+        reconnectAt = nil
+        loginDeadline = nil
+        timer?.task.cancel()
+        timer = nil
+        if let firstLogin {
+            self.firstLogin = nil
+            firstLogin.resume(returning: .failure(lastCause))
+        }
+        for (_, waiter) in waiters { waiter.resume(returning: .failure(.disconnected)) }
+        waiters.removeAll()
+        for id in unclaimed { early[id] = .failure(.disconnected) }
+        deferred.removeAll()
+        if hasLoggedIn && !endedByApplication { eventSink.yield(.disconnected) }
+        eventSink.finish()
+        let waiting = finishWaiters
+        finishWaiters.removeAll()
+        for waiter in waiting { waiter.resume() }
+    }
+
+    // MARK: Timer
+
+    /// Arms the timer for the earliest deadline, if it is earlier than the armed one.
+    func schedule() {
+        guard !machine.isFinished || machine.state == .disconnecting else { return }
+        var next = [loginDeadline, reconnectAt, deferred.map(\.at).min()].compactMap { $0 }.min()
+        if machine.state == .connected {
+            if let deadline = outbox.nextDeadline { next = min(next ?? deadline, deadline) }
+            if var probe = heartbeat {
+                // On a copy: asking the policy must not count a failure twice.
+                let now = clock.now
+                let due: ContinuousClock.Instant
+                if case .wait(let until) = probe.nextAction(now: now) { due = until } else { due = now }
+                next = min(next ?? due, due)
+            }
+        }
+        guard let next else { return }
+        if let timer, timer.deadline <= next { return }
+        timer?.task.cancel()
+        timerIDs += 1
+        let id = timerIDs
+        timer = (next, id, Task { [weak self] in
+            try? await Task.sleep(until: next, clock: .continuous)
+            guard !Task.isCancelled else { return }
+            await self?.tick(id)
+        })
+    }
+
+    private func tick(_ id: Int) {
+        guard timer?.id == id else { return }
+        timer = nil
+        let now = clock.now
+        if let deadline = loginDeadline, deadline <= now {
+            loginDeadline = nil
+            connection?.close()
+            lost(.timeout)
+        }
+        if let at = reconnectAt, at <= now {
+            reconnectAt = nil
+            handle(.reconnectDue)
+        }
+        let due = deferred.filter { $0.at <= now }
+        if !due.isEmpty {
+            deferred.removeAll { $0.at <= now }
+            outbox.restore(due.map(\.entry))
+        }
+        if machine.state == .connected {
+            let expiry = outbox.expire(now: now)
+            if expiry.connectionBroken {
+                connection?.close()
+                lost(.timeout)
+            }
+        }
+        if machine.state == .connected, var heartbeat {
+            let action = heartbeat.nextAction(now: now)
+            self.heartbeat = heartbeat
+            switch action {
+            case .sendHeartbeat:
+                sendHeartbeat()
+            case .dead:
+                connection?.close()
+                lost(.connectionDead)
+            case .wait:
+                break
+            }
+        }
+        pump()
+        schedule()
+    }
+
+    // MARK: Writing
+
+    /// Writes what the outbox allows now.
+    func pump() {
+        guard machine.state == .connected, let connection else { return }
+        let now = clock.now
+        for entry in outbox.nextToSend() {
+            let sequence = nextSequence()
+            outbox.markSent(entry.id, sequence: sequence, deadline: now + configuration.ackTimeout)
+            let message = entry.resend ? entry.message.markedResend() : entry.message
+            write(message.frame(sequence: sequence, timestamp: Self.unixSeconds(), sessionID: Self.sessionID), on: connection)
+        }
+        schedule()
+    }
+
+    /// A HEARTBEAT now (the policy said it is due, or the network changed).
+    private func sendHeartbeat() {
+        guard machine.state == .connected, let connection else { return }
+        let sequence = nextSequence()
+        heartbeat?.heartbeatSent(sequence: sequence, at: clock.now)
+        write(IMFrame.heartbeat(sequence: sequence, timestamp: Self.unixSeconds(), sessionID: Self.sessionID), on: connection)
+    }
+
+    func nextSequence() -> UInt32 {
+        sequence.next(skipping: { outbox.isInFlight(sequence: $0) })
+    }
+
+    func write(_ frame: IMFrame, on connection: Connection) {
+        heartbeat?.frameSent(at: clock.now)
+        connection.write(frame)
+    }
+
+    // MARK: Helpers
+
+    static func unixSeconds() -> UInt32 {
+        UInt32(clamping: Int(Date().timeIntervalSince1970))
     }
 
     /// A new message id: a lowercase UUID.
     public static func makeMessageID() -> String {
         UUID().uuidString.lowercased()
-    }
-
-    /// Sends `message` with a new sequence number and waits for its ACK (positive: returned;
-    /// negative: thrown as ``IMClientError/refused(_:_:)``).
-    private func request(_ message: IMMessage) async throws(IMClientError) -> Ack {
-        guard router.isLoggedIn, !isClosed else { throw .disconnected }
-        let sequence = self.sequence.next(skipping: pending.contains)
-        let deadline = clock.now + configuration.ackTimeout
-        pending.insert(sequence, deadline: deadline)
-        Task { [weak self] in
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            await self?.expireOverdue()
-        }
-        do {
-            try await write(message.frame(sequence: sequence, timestamp: Self.unixSeconds(), sessionID: Self.sessionID))
-        } catch {
-            _ = pending.settle(sequence, with: .failure(.disconnected))
-        }
-        let outcome = await withCheckedContinuation { waiter in
-            if let outcome = pending.attach(waiter, to: sequence) { waiter.resume(returning: outcome) }
-        }
-        let ack = try outcome.get()
-        if let code = ack.error { throw .refused(code, ack.errorMessage) }
-        return ack
-    }
-
-    private func expireOverdue() {
-        for waiter in pending.expire(now: clock.now) { waiter.resume(returning: .failure(.timeout)) }
-    }
-
-    func write(_ frame: IMFrame) async throws {
-        guard let outbound, !isClosed else { throw IMClientError.disconnected }
-        lastSent = clock.now
-        try await outbound.write(frame)
     }
 }

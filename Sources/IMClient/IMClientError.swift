@@ -19,6 +19,11 @@ public enum IMClientError: Error, Hashable, Sendable, CustomStringConvertible {
     case disconnected
     /// The gateway sent something this client cannot accept (e.g. no LOGIN_OK after LOGIN).
     case protocolViolation(String)
+    /// The heartbeat found the connection dead: its ACKs stopped coming
+    /// (``AdaptiveHeartbeat/Configuration/failuresUntilDead`` in a row).
+    case connectionDead
+    /// The gateway ended the session with a KICK (the code says why).
+    case kicked(IMErrorCode, String?)
 
     public var description: String {
         switch self {
@@ -34,6 +39,10 @@ public enum IMClientError: Error, Hashable, Sendable, CustomStringConvertible {
             "the connection to the gateway is closed"
         case .protocolViolation(let what):
             "protocol violation: \(what)"
+        case .connectionDead:
+            "the connection stopped answering heartbeats"
+        case .kicked(let code, let message):
+            "kicked by the gateway: \(Self.describe(code, message))"
         }
     }
 

@@ -31,9 +31,18 @@ struct CLIFailure: Error {
             self.init(message: "no answer from the gateway within \(Output.seconds(timeout))", exitCode: Self.timeout, kind: "timeout")
         case .disconnected:
             self.init(message: "the gateway closed the connection", exitCode: Self.connection, kind: "connection")
-        case .protocolViolation:
+        case .protocolViolation, .connectionDead:
             self.init(message: "\(error)", exitCode: Self.connection, kind: "connection")
+        case .kicked(let code, _):
+            self.init(message: "\(error)", exitCode: Self.connection, kind: "connection", code: code)
         }
+    }
+
+    /// The gateway refused a request about `item` (a topic, a user).
+    init(refused item: String, _ code: IMErrorCode, _ message: String?, hint: String? = nil) {
+        self.init(
+            message: "\(item) refused: \(Output.describe(code, message))\(hint.map { " (\($0))" } ?? "")",
+            exitCode: Self.refused, kind: "refused", code: code)
     }
 
     init(message: String, exitCode: Int32, kind: String, code: IMErrorCode? = nil) {

@@ -12,7 +12,9 @@ struct ClientOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Log in with this token (an HS256 JWT whose sub is the user id).", valueName: "TOKEN"))
     var token: String?
 
-    @Option(help: ArgumentHelp("Device id (default: cli; send and presence use cli-send and cli-presence, see their help).", valueName: "D"))
+    @Option(help: ArgumentHelp(
+        "Device id (default: one per command, so they do not take each other over: cli for listen, cli-send, cli-presence, cli-location, cli-location-watch, cli-pub, cli-sub).",
+        valueName: "D"))
     var device: String?
 
     @Option(help: "Gateway host (default: the configuration's listen.host, 127.0.0.1).")
@@ -21,7 +23,16 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "Gateway port (default: the configuration's listen.port, 6969).")
     var port: Int?
 
-    @Option(name: .shortAndLong, help: ArgumentHelp("Gateway configuration file (YAML), for its secret and address. Default: built-in defaults.", valueName: "FILE"))
+    @Flag(help: "Connect with TLS, to a gateway whose listener has listen.tls; the certificate is verified.")
+    var tls = false
+
+    @Option(help: ArgumentHelp("With --tls: trust the CA certificates in FILE (PEM) instead of the system's, for a private CA.", valueName: "FILE"))
+    var ca: String?
+
+    @Option(help: ArgumentHelp("With --tls: the name the gateway's certificate must carry (default: the host).", valueName: "NAME"))
+    var serverName: String?
+
+    @Option(name: .shortAndLong, help: ArgumentHelp("Gateway configuration file (YAML), for its secret, address and policies. Default: built-in defaults.", valueName: "FILE"))
     var config: String?
 
     @Option(help: ArgumentHelp("Seconds to wait for each answer from the gateway.", valueName: "SECONDS"))
@@ -38,26 +49,53 @@ struct ClientOptions: ParsableArguments {
         }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
         if let port, !(1...65535).contains(port) { throw ValidationError("--port must be 1-65535") }
+        if !tls, ca != nil || serverName != nil { throw ValidationError("--ca and --server-name apply to TLS: add --tls") }
     }
 
     var output: Output { Output(json: json) }
 
+    /// The gateway configuration of --config, or the built-in defaults.
+    func gatewayConfiguration() throws -> GatewayConfiguration {
+        try loadGatewayConfiguration(config)
+    }
+
+    /// Connects and logs in as the command's device: `defaultDevice` unless --device.
+    func connect(defaultDevice: String, gateway: GatewayConfiguration) async throws -> IMClient {
+        let configuration = try await clientConfiguration(defaultDevice: defaultDevice, gateway: gateway)
+        let result = await Result { () async throws(IMClientError) in try await IMClient.connect(configuration) }
+        switch result {
+        case .success(let client):
+            return client
+        case .failure(let error) where error == .disconnected || error.isProtocolViolation:
+            // Closed before LOGIN_OK without an ERROR, or bytes that are no frame (a TLS
+            // alert): typically TLS on one side only.
+            let what = error == .disconnected ? "the gateway closed the connection before logging in" : "the gateway's answer is not the TLV protocol (\(error))"
+            let hint = tls
+                ? "is it listening with TLS, and is its certificate trusted (--ca FILE) and valid for \(configuration.tlsServerName ?? configuration.host) (--server-name NAME)?"
+                : "if its listener uses TLS (listen.tls), add --tls"
+            throw CLIFailure(message: "\(what) (\(hint))", exitCode: CLIFailure.connection, kind: "connection")
+        case .failure(let error):
+            throw error
+        }
+    }
+
     /// The client configuration: address from the options or the gateway configuration,
-    /// token given or minted for --as.
-    func clientConfiguration(defaultDevice: String) async throws -> IMClient.Configuration {
-        let gateway = try loadGatewayConfiguration(config)
+    /// token given or minted for --as, TLS with --tls.
+    func clientConfiguration(defaultDevice: String, gateway: GatewayConfiguration) async throws -> IMClient.Configuration {
         let token: String
         if let given = self.token {
             token = given
         } else {
             token = try await mintToken(user: user!, device: nil, validFor: 3600, configuration: gateway)
         }
-        if gateway.listen.tls != nil {
-            output.status("warning: the gateway's configuration has listen.tls; imcli speaks plain TCP only")
+        if gateway.listen.tls != nil, !tls {
+            output.status("warning: the configuration's listener is TLS-only (listen.tls): add --tls (and --ca FILE for a private CA)")
         }
         var configuration = IMClient.Configuration(
             host: host ?? Self.connectable(gateway.listen.host), port: port ?? gateway.listen.port,
             token: token, deviceID: device ?? defaultDevice)
+        configuration.tls = try tlsConfiguration()
+        configuration.tlsServerName = serverName
         configuration.ackTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.connectTimeout = configuration.ackTimeout
         return configuration
@@ -65,6 +103,17 @@ struct ClientOptions: ParsableArguments {
 
     /// Whether the device id is the command's own default (the command may then log out).
     var usesDefaultDevice: Bool { device == nil }
+
+    /// Ends a one-shot command's connection: the command's own device is logged out (its
+    /// session keeps no queue); a --device is only disconnected, keeping its session.
+    func end(_ client: IMClient) async {
+        if usesDefaultDevice { await client.logout() } else { await client.close() }
+    }
+
+    /// `where` for status lines: `127.0.0.1:6969`, with TLS marked.
+    func address(of client: IMClient) -> String {
+        "\(client.configuration.host):\(client.configuration.port)\(tls ? " (TLS)" : "")"
+    }
 
     /// A wildcard listen address means this machine.
     static func connectable(_ host: String) -> String {
@@ -93,5 +142,11 @@ func mintToken(user: String, device: String?, validFor seconds: Int, configurati
         return try await minter.mint(user: user, device: device, validFor: seconds)
     } catch let error as AuthError {
         throw CLIFailure.usage("\(error)")
+    }
+}
+
+extension IMClientError {
+    var isProtocolViolation: Bool {
+        if case .protocolViolation = self { true } else { false }
     }
 }

@@ -7,26 +7,36 @@ import IMGateway
 struct IMCLI: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "imcli",
-        abstract: "Chat and presence through an IMGateway (imgw), from the command line.",
+        abstract: "Chat, presence, location and pub/sub through an IMGateway (imgw), from the command line.",
         discussion: """
             With `make run` (imgw on 127.0.0.1:6969, built-in configuration):
               imcli listen --as bob               # messages, receipts, presence
               imcli send --as alice --to bob hi   # exits 0 once the gateway ACKed it
+              imcli presence --as bob alice       # alice's devices online/offline
+              imcli location share --as alice --with bob --lat 52.52 --lon 13.405
+              imcli location watch --as bob alice # one line per position of alice's
+              imcli sub --as bob news             # im/t/news hello
+              imcli pub --as alice news hello     # publishes hello on im/t/news
               imcli token alice                   # a token for the local config
 
             --as USER mints a development token with the configuration's
             auth.jwt_secret (--config FILE, else the built-in defaults); --token
-            TOKEN uses a token from elsewhere. --json: one JSON object per line.
+            TOKEN uses a token from elsewhere. --tls for a gateway with listen.tls
+            (--ca FILE for a private CA). --json: one JSON object per line on stdout;
+            status and connection notices go to stderr.
+
+            pub and sub put a topic that does not start with im/ in the gateway's
+            pub/sub space: news is im/t/news.
 
             Exit codes:
-              0  ok (listen, presence: stopped with Ctrl-C, after logging out)
+              0  ok (listen, presence, location, sub: stopped with Ctrl-C, logged out)
               1  usage: bad arguments, unreadable configuration, invalid user id
               2  refused: the gateway refused the login or the request (code shown)
-              3  connection failure: cannot connect, connection closed, kicked
+              3  connection failure: cannot connect, connection closed, session ended
               4  timeout: no answer from the gateway in time
             """,
         version: IMGatewayInfo.version,
-        subcommands: [Send.self, Listen.self, WatchPresence.self, Token.self])
+        subcommands: [Send.self, Listen.self, WatchPresence.self, LocationCommand.self, Publish.self, Subscribe.self, Token.self])
 
     /// Like ArgumentParser's, except that usage errors exit with 1 (not 64).
     static func main() async {

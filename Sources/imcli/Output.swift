@@ -2,62 +2,13 @@ import Foundation
 import IMClient
 
 /// Prints results and events: human lines by default, one JSON object per line with
-/// --json. Lines go to stdout, each written as it comes (not buffered); failures and
-/// status notes go to stderr.
+/// --json. Data goes to stdout, each line written as it comes (not buffered); status notes,
+/// connection notices and failures go to stderr (with --json, notices and failures are also
+/// JSON lines on stdout, so a script sees everything in one stream).
 struct Output: Sendable {
     var json: Bool
 
-    // MARK: Events and results
-
-    func event(_ event: IMClient.Event) {
-        switch event {
-        case .message(let message):
-            if json {
-                var fields: [(String, JSONValue)] = [
-                    ("type", "message"), ("from", .string(message.from)), ("id", .string(message.messageID)),
-                ]
-                if let text = message.text {
-                    fields.append(("text", .string(text)))
-                } else {
-                    fields.append(("content_type", .string(Self.contentName(message.content.tag))))
-                    fields.append(("content_base64", .string(Data(message.content.value.readableBytesView).base64EncodedString())))
-                }
-                fields += [("server_time", .number(message.serverTime)), ("resend", .bool(message.resend))]
-                line(fields)
-            } else if let text = message.text {
-                line("\(message.from): \(text)")
-            } else {
-                line("\(message.from): [\(Self.contentName(message.content.tag)), \(message.content.value.readableBytes) bytes]")
-            }
-        case .receipt(let receipt):
-            let kind = receipt.kind == .read ? "read" : "delivered"
-            if json {
-                line([("type", "receipt"), ("from", .string(receipt.from)), ("id", .string(receipt.messageID)),
-                      ("kind", .string(kind)), ("server_time", .number(receipt.serverTime))])
-            } else {
-                line("[receipt] \(receipt.from) \(kind == "read" ? "read" : "received") \(receipt.messageID)")
-            }
-        case .presence(let presence):
-            let status = presence.status == .online ? "online" : "offline"
-            if json {
-                var fields: [(String, JSONValue)] = [("type", "presence"), ("user", .string(presence.user))]
-                if let device = presence.device { fields.append(("device", .string(device))) }
-                fields.append(("status", .string(status)))
-                if let lastSeen = presence.lastSeen { fields.append(("last_seen", .number(lastSeen))) }
-                line(fields)
-            } else {
-                let who = presence.device.map { "\(presence.user)/\($0)" } ?? presence.user
-                let seen = presence.lastSeen.map { " (last seen \(Self.time($0)))" } ?? ""
-                line("[presence] \(who) \(status)\(seen)")
-            }
-        case .kicked(let code, let message):
-            notice("kicked", code, message)
-        case .error(let code, let message):
-            notice("error", code, message)
-        case .disconnected:
-            if json { line([("type", "disconnected")]) } else { line("[disconnected] the gateway closed the connection") }
-        }
-    }
+    // MARK: Results
 
     func sent(_ receipt: IMClient.SendReceipt, to user: String) {
         if json {
@@ -73,14 +24,65 @@ struct Output: Sendable {
         if json { line([("type", "token"), ("token", .string(token))]) } else { line(token) }
     }
 
-    private func notice(_ type: String, _ code: IMErrorCode, _ message: String?) {
+    /// `imcli pub`: the gateway ACKed the publish.
+    func published(topic: String, bytes: Int, qos: IMQoS, retain: Bool) {
         if json {
-            var fields: [(String, JSONValue)] = [("type", .string(type)), ("code", .number(UInt64(code.rawValue)))]
+            line([("type", "published"), ("topic", .string(topic)), ("bytes", .number(UInt64(bytes))),
+                  ("qos", .number(UInt64(qos.rawValue))), ("retain", .bool(retain))])
+        } else {
+            line("published \(bytes) bytes on \(topic) (QoS \(qos.rawValue)\(retain ? ", retained" : ""))")
+        }
+    }
+
+    /// One filter of `imcli sub`, granted (a status note) or refused (an error); `root` is
+    /// the pub/sub space, for the hint.
+    func subscription(_ result: SubscriptionResult, root: String) {
+        switch result.outcome {
+        case .granted(let qos):
+            if json { line([("type", "subscribed"), ("filter", .string(result.filter)), ("qos", .number(UInt64(qos.rawValue)))]) }
+            status("subscribed to \(result.filter) (QoS \(qos.rawValue))")
+        case .refused(let code):
+            refused(("filter", result.filter), code, nil, hint: Self.topicHint(code, root: root, filter: true))
+        }
+    }
+
+    /// `imcli location watch`: the watch of `user` was made (a JSON line; people get one
+    /// status line for all).
+    func watching(_ user: String) {
+        if json { line([("type", "watching"), ("user", .string(user))]) }
+    }
+
+    /// A request the gateway refused for one item (a filter, a user); the command goes on
+    /// with the others.
+    func refused(_ item: (key: String, value: String), _ code: IMErrorCode, _ message: String?, hint: String? = nil) {
+        if json {
+            var fields: [(String, JSONValue)] = [("type", "refused"), (item.key, .string(item.value)), ("code", .number(UInt64(code.rawValue)))]
             if let name = code.name { fields.append(("name", .string(name))) }
             if let message { fields.append(("message", .string(message))) }
             line(fields)
-        } else {
-            line("[\(type)] \(code)\(message.map { ": \($0)" } ?? "")")
+        }
+        status("error: \(item.value) refused: \(Self.describe(code, message))\(hint.map { " (\($0))" } ?? "")")
+    }
+
+    /// `imcli location share` is sharing.
+    func sharing(as session: IMClient.Session, with audience: [String], seconds: Int, from source: String) {
+        if json {
+            var fields: [(String, JSONValue)] = [("type", "sharing"), ("user", .string(session.userID))]
+            if let device = session.deviceID { fields.append(("device", .string(device))) }
+            fields += [("with", .array(audience.map { .string($0) })), ("for", .number(UInt64(seconds)))]
+            line(fields)
+        }
+        status("\(session.userID)/\(session.deviceID ?? "default") shares \(source) with \(audience.joined(separator: ", ")) for \(Self.seconds(Double(seconds))) (Ctrl-C to stop)")
+    }
+
+    /// The hint for a refused topic (`filter` false) or filter in the pub/sub space `root`.
+    static func topicHint(_ code: IMErrorCode, root: String, filter: Bool) -> String? {
+        switch code {
+        case .invalidTopic where filter: "filters must stay inside \(root)"
+        case .invalidTopic: "topics must be inside \(root), without + or #"
+        case .forbidden: "the gateway's pubsub policy does not allow it"
+        case .qosNotSupported: "above the gateway's pubsub.max_qos: try a lower --qos"
+        default: nil
         }
     }
 
@@ -106,11 +108,12 @@ struct Output: Sendable {
     // MARK: Formatting
 
     /// One line to stdout, written at once (no buffering: a pipe sees it immediately).
-    private func line(_ text: String) {
+    func line(_ text: String) {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }
 
-    private func line(_ fields: [(String, JSONValue)]) {
+    /// One JSON object, its fields in the order given.
+    func line(_ fields: [(String, JSONValue)]) {
         line("{" + fields.map { "\(JSONValue.string($0.0).rendered):\($0.1.rendered)" }.joined(separator: ",") + "}")
     }
 
@@ -124,6 +127,11 @@ struct Output: Sendable {
         value == value.rounded() ? "\(Int(value)) s" : "\(value) s"
     }
 
+    /// A duration in seconds, for people: `1.5`.
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
     static func contentName(_ tag: IMTag) -> String {
         switch tag {
         case .text: "text"
@@ -134,37 +142,6 @@ struct Output: Sendable {
         case .locationCard: "location_card"
         case .custom: "custom"
         default: "content"
-        }
-    }
-}
-
-/// A JSON value for one output line (keys keep their order).
-enum JSONValue: Sendable, ExpressibleByStringLiteral {
-    case string(String)
-    case number(UInt64)
-    case bool(Bool)
-
-    init(stringLiteral value: String) { self = .string(value) }
-
-    var rendered: String {
-        switch self {
-        case .number(let value): return "\(value)"
-        case .bool(let value): return value ? "true" : "false"
-        case .string(let value):
-            var out = "\""
-            for scalar in value.unicodeScalars {
-                switch scalar {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\r": out += "\\r"
-                case "\t": out += "\\t"
-                case _ where scalar.value < 0x20:
-                    out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-                default: out.unicodeScalars.append(scalar)
-                }
-            }
-            return out + "\""
         }
     }
 }

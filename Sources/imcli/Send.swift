@@ -30,25 +30,17 @@ struct Send: AsyncParsableCommand {
     func run() async throws {
         let output = options.output
         try await reportingFailures(output, timeout: options.timeout) {
-            let client = try await IMClient.connect(try await options.clientConfiguration(defaultDevice: "cli-send"))
+            let client = try await options.connect(defaultDevice: "cli-send", gateway: try options.gatewayConfiguration())
             let result = await Result { () async throws(IMClientError) -> IMClient.SendReceipt in
                 try await client.send(to: to, text: text.joined(separator: " "), messageID: id ?? IMClient.makeMessageID())
             }
-            // Log the command's own device out (its session keeps no queue), unless the send
-            // failed: then the gateway may not answer a LOGOUT either.
-            if options.usesDefaultDevice, case .success = result { await client.logout() } else { await client.close() }
+            // Log the command's own device out (its session keeps no queue), unless the
+            // connection failed: then the gateway may not answer a LOGOUT either.
+            switch result {
+            case .success, .failure(.refused): await options.end(client)
+            case .failure: await client.close()
+            }
             output.sent(try result.get(), to: to)
-        }
-    }
-}
-
-extension Result where Failure == IMClientError {
-    /// The result of an async throwing body.
-    init(_ body: () async throws(IMClientError) -> Success) async {
-        do {
-            self = .success(try await body())
-        } catch {
-            self = .failure(error)
         }
     }
 }

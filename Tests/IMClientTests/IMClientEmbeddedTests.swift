@@ -1,18 +1,19 @@
 import IMWire
 import NIOCore
 import NIOEmbedded
+import Synchronization
 import Testing
 
 @testable import IMClient
 
-/// IMClient against a scripted gateway: an embedded channel whose frames the test reads
-/// and writes.
-@Suite("IMClient over an embedded channel", .timeLimit(.minutes(1)))
+/// IMClient against a scripted gateway: embedded channels whose frames the test reads and
+/// writes. Each dial of the client hands the test a new one, so reconnects are scripted too.
+@Suite("IMClient over embedded channels", .timeLimit(.minutes(1)))
 struct IMClientEmbeddedTests {
     @Test("login, then send: returns with the ACK's server time; a negative ACK throws refused")
     func sendAndRefusal() async throws {
-        let gateway = try await ScriptedGateway.make()
-        let client = try await gateway.login()
+        let network = ScriptedNetwork()
+        let (client, gateway) = try await network.login()
         #expect(client.session.userID == "alice")
         #expect(client.session.heartbeatInterval == .seconds(300))
 
@@ -25,6 +26,7 @@ struct IMClientEmbeddedTests {
         #expect(chat.to == "bob")
         #expect(chat.messageID == "m-1")
         #expect(chat.content.text == "hi")
+        #expect(!chat.resend)
         #expect(frame.header.sessionID == IMClient.sessionID)
         try await gateway.write(.ack(Ack(sequence: frame.header.sequence, messageID: "m-1", serverTime: 1_700_000_000_123)))
         #expect(try await sent == IMClient.SendReceipt(messageID: "m-1", serverTime: 1_700_000_000_123))
@@ -32,15 +34,15 @@ struct IMClientEmbeddedTests {
         let refused = Task { try await client.send(to: "bob", text: "again") }
         let (second, _) = try await gateway.next()
         #expect(second.header.sequence != frame.header.sequence)
-        try await gateway.write(.ack(.refusing(sequence: second.header.sequence, code: .rateLimited, message: "slow down")))
-        await #expect(throws: IMClientError.refused(.rateLimited, "slow down")) { try await refused.value }
+        try await gateway.write(.ack(.refusing(sequence: second.header.sequence, code: .forbidden, message: "not you")))
+        await #expect(throws: IMClientError.refused(.forbidden, "not you")) { try await refused.value }
         await client.close()
     }
 
-    @Test("a delivery is surfaced and ACKed; its redelivery is ACKed and not surfaced again")
+    @Test("a delivery is surfaced and ACKed; its redelivery, also after a reconnect, is ACKed and not surfaced again")
     func deliveries() async throws {
-        let gateway = try await ScriptedGateway.make()
-        let client = try await gateway.login()
+        let network = ScriptedNetwork()
+        let (client, gateway) = try await network.login()
         let delivery = ChatDelivery(from: "bob", messageID: "d-1", serverTime: 5, content: .text("hello"))
         try await gateway.write(.delivery(delivery), sequence: 40)
         var resent = delivery
@@ -54,14 +56,30 @@ struct IMClientEmbeddedTests {
         let acks = [try await gateway.next().0, try await gateway.next().0]
         #expect(acks.map(\.header.type) == [.ack, .ack])
         #expect(acks.map(\.header.sequence) == [40, 41])
+
+        // The connection drops; the gateway redelivers on the next one.
+        try await gateway.channel.close()
+        guard case .reconnecting(let reconnecting) = await events.next() else {
+            Issue.record("expected reconnecting")
+            return
+        }
+        #expect(reconnecting.attempt == 0)
+        #expect(reconnecting.delay <= network.backoff.level(0).upper)
+        let second = try await network.acceptLogin()
+        #expect(await events.next() == .reconnected(client.session))
+        try await second.write(.delivery(resent), sequence: 7)
+        try await second.write(.delivery(ChatDelivery(from: "bob", messageID: "d-2", serverTime: 6, content: .text("again"))), sequence: 8)
+        #expect(await events.next() == .message(IMClient.Message(from: "bob", messageID: "d-2", content: .text("again"), serverTime: 6)))
+        #expect(try await second.next().0.header.sequence == 7, "the duplicate is ACKed")
         await client.close()
         #expect(await events.next() == nil, "close finishes the events, without .disconnected")
     }
 
-    @Test("login refused: the gateway's code and message")
+    @Test("login refused: the gateway's code and message; no reconnect")
     func loginRefused() async throws {
-        let gateway = try await ScriptedGateway.make()
-        let client = Task { try await IMClient.connect(gateway.configuration, over: gateway.async) }
+        let network = ScriptedNetwork()
+        let client = Task { try await IMClient.connect(network.configuration, dialer: network.dialer) }
+        let gateway = try await network.nextDial()
         let (login, message) = try await gateway.next()
         guard case .login(let request) = message else {
             Issue.record("expected LOGIN, got \(message)")
@@ -71,65 +89,187 @@ struct IMClientEmbeddedTests {
         #expect(request.deviceID == "phone")
         try await gateway.write(.error(ErrorNotice(code: .tokenExpired, message: "expired", refSequence: login.header.sequence)))
         await #expect(throws: IMClientError.loginRefused(.tokenExpired, "expired")) { try await client.value }
+        #expect(network.dials == 1)
     }
 
-    @Test("no ACK in time throws timeout; the connection stays usable")
-    func timeout() async throws {
-        var gateway = try await ScriptedGateway.make()
-        gateway.configuration.ackTimeout = .seconds(1)
-        let client = try await gateway.login()
-        await #expect(throws: IMClientError.timeout) { try await client.watchPresence(["bob"]) }
-        _ = try await gateway.next()
-        async let watched: Void = client.watchPresence(["carol"])
-        let (frame, _) = try await gateway.next()
-        try await gateway.write(.ack(Ack(sequence: frame.header.sequence)))
-        try await watched
+    @Test("no ACK in time: the same message is written again with RESEND and a new sequence; the ACK of the copy returns")
+    func retransmit() async throws {
+        let network = ScriptedNetwork()
+        network.configuration.ackTimeout = .seconds(1)
+        let (client, gateway) = try await network.login()
+        async let sent = client.send(to: "bob", text: "x", messageID: "m-9")
+        let (first, firstMessage) = try await gateway.next()
+        let (copy, copyMessage) = try await gateway.next()
+        guard case .chat(let original) = firstMessage, case .chat(let resent) = copyMessage else {
+            Issue.record("expected two CHAT frames, got \(firstMessage), \(copyMessage)")
+            return
+        }
+        #expect(original.messageID == "m-9" && resent.messageID == "m-9")
+        #expect(!original.resend && resent.resend)
+        #expect(copy.header.sequence != first.header.sequence)
+        try await gateway.write(.ack(Ack(sequence: copy.header.sequence, messageID: "m-9", serverTime: 9)))
+        #expect(try await sent.serverTime == 9)
         await client.close()
     }
 
-    @Test("heartbeats when idle; a silent gateway is declared dead: requests and events end")
-    func heartbeatAndDeadConnection() async throws {
-        var gateway = try await ScriptedGateway.make()
-        gateway.configuration.heartbeatInterval = .milliseconds(500)
-        let client = try await gateway.login()
-        #expect(client.session.heartbeatInterval == .milliseconds(500), "the configuration wins over LOGIN_OK")
-        let (beat, _) = try await gateway.next()
-        #expect(beat.header.type == .heartbeat)
-        #expect(beat.body.readableBytes == 0)
-        // Nothing comes back: after two intervals and a margin the client gives up.
+    @Test("RATE_LIMITED is not final: the message is sent again after a pause and succeeds")
+    func rateLimitedIsRetried() async throws {
+        let network = ScriptedNetwork()
+        let (client, gateway) = try await network.login()
+        async let sent = client.send(to: "bob", text: "x", messageID: "m-5")
+        let (first, _) = try await gateway.next()
+        try await gateway.write(.ack(.refusing(sequence: first.header.sequence, code: .rateLimited, message: nil)))
+        let (again, message) = try await gateway.next()
+        guard case .chat(let chat) = message else {
+            Issue.record("expected CHAT again, got \(message)")
+            return
+        }
+        #expect(chat.messageID == "m-5")
+        try await gateway.write(.ack(Ack(sequence: again.header.sequence, messageID: "m-5", serverTime: 3)))
+        #expect(try await sent.serverTime == 3)
+        await client.close()
+    }
+
+    @Test("retransmits exhausted: the connection is replaced, and the message is sent on the new one with RESEND")
+    func retransmitsExhausted() async throws {
+        let network = ScriptedNetwork()
+        network.configuration.ackTimeout = .milliseconds(300)
+        network.configuration.maxRetransmits = 1
+        let (client, gateway) = try await network.login()
         var events = client.events.makeAsyncIterator()
+        async let sent = client.send(to: "bob", text: "x", messageID: "m-7")
+        _ = try await gateway.next()
+        _ = try await gateway.next()
+        guard case .reconnecting(let reconnecting) = await events.next() else {
+            Issue.record("expected reconnecting")
+            return
+        }
+        #expect(reconnecting.cause == .timeout)
+        let second = try await network.acceptLogin()
+        let (frame, message) = try await second.next()
+        guard case .chat(let chat) = message else {
+            Issue.record("expected the CHAT again, got \(message)")
+            return
+        }
+        #expect(chat.messageID == "m-7" && chat.resend)
+        try await second.write(.ack(Ack(sequence: frame.header.sequence, messageID: "m-7", serverTime: 1)))
+        #expect(try await sent.messageID == "m-7")
+        await client.close()
+    }
+
+    @Test("while disconnected, messages wait in the outbox; after the login they go out chat first, then receipts, then pub/sub")
+    func priorities() async throws {
+        let network = ScriptedNetwork()
+        let (client, gateway) = try await network.login()
+        var events = client.events.makeAsyncIterator()
+        network.refuseDials(true)
+        try await gateway.channel.close()
+        guard case .reconnecting = await events.next() else { return }
+        let publish = Task { try await client.publish(topic: "im/t/news", payload: Array("p".utf8), qos: .atLeastOnce) }
+        let receipt = Task { try await client.sendReadReceipt(to: "bob", messageID: "b-1") }
+        let chat = Task { try await client.send(to: "bob", text: "c", messageID: "c-1") }
+        // Wait until all three are queued (the failed dials keep the client disconnected).
+        while await client.outbox.count < 3 { await Task.yield() }
+        await #expect(throws: IMClientError.disconnected, "a watch needs the connection now") { try await client.watchPresence(["bob"]) }
+        network.refuseDials(false)
+        await client.networkAvailable()
+        let second = try await network.acceptLogin()
+        var kinds: [String] = []
+        var frames: [IMFrame] = []
+        for _ in 0..<4 {
+            let (frame, message) = try await second.next()
+            switch message {
+            case .chat(let chat): kinds.append("chat:\(chat.resend)")
+            case .readReceipt: kinds.append("receipt")
+            case .publish(let publish): kinds.append("publish:\(publish.resend)")
+            case .presenceWatch: kinds.append("watch")
+            default: kinds.append("\(message)")
+            }
+            frames.append(frame)
+        }
+        #expect(kinds == ["chat:false", "receipt", "watch", "publish:false"], "chat, receipts, presence (the restored watch), pub/sub")
+        for frame in frames { try await second.write(.ack(Ack(sequence: frame.header.sequence))) }
+        _ = try await (publish.value, receipt.value, chat.value)
+        await client.close()
+    }
+
+    @Test("KICK SESSION_TAKEN_OVER: kicked, then disconnected, and no reconnect")
+    func takenOver() async throws {
+        let network = ScriptedNetwork()
+        let (client, gateway) = try await network.login()
+        var events = client.events.makeAsyncIterator()
+        try await gateway.write(.kick(Kick(reason: .sessionTakenOver, message: "elsewhere")))
+        #expect(await events.next() == .kicked(.sessionTakenOver, "elsewhere"))
         #expect(await events.next() == .disconnected)
         #expect(await events.next() == nil)
+        #expect(network.dials == 1)
         await #expect(throws: IMClientError.disconnected) { try await client.send(to: "bob", text: "late") }
     }
 
-    @Test("a request in flight when the connection drops throws disconnected")
-    func dropInFlight() async throws {
-        let gateway = try await ScriptedGateway.make()
-        let client = try await gateway.login()
-        let sent = Task { try await client.send(to: "bob", text: "x") }
+    @Test("KICK SERVER_SHUTTING_DOWN: kicked, then reconnecting, then reconnected")
+    func shutdownKickReconnects() async throws {
+        let network = ScriptedNetwork()
+        let (client, gateway) = try await network.login()
+        var events = client.events.makeAsyncIterator()
+        try await gateway.write(.kick(Kick(reason: .serverShuttingDown, message: nil)))
+        #expect(await events.next() == .kicked(.serverShuttingDown, nil))
+        guard case .reconnecting(let reconnecting) = await events.next() else {
+            Issue.record("expected reconnecting")
+            return
+        }
+        #expect(reconnecting.cause == .kicked(.serverShuttingDown, nil))
+        _ = try await network.acceptLogin()
+        #expect(await events.next() == .reconnected(client.session))
+        await client.close()
+    }
+
+    @Test("heartbeats when idle; unanswered ones declare the connection dead within the policy's bound, then it reconnects")
+    func heartbeatAndDeadConnection() async throws {
+        let network = ScriptedNetwork()
+        network.configuration.heartbeat = AdaptiveHeartbeat.Configuration(
+            minInterval: .milliseconds(200), maxInterval: .milliseconds(400),
+            minAckTimeout: .milliseconds(200), maxAckTimeout: .milliseconds(300))
+        let (client, gateway) = try await network.login()
+        let (beat, _) = try await gateway.next()
+        #expect(beat.header.type == .heartbeat)
+        #expect(beat.body.readableBytes == 0)
+        try await gateway.write(.ack(Ack(sequence: beat.header.sequence)))
+        // Now nothing comes back.
+        let silent = ContinuousClock.now
+        let bound = await client.heartbeat!.detectionBound
+        var events = client.events.makeAsyncIterator()
+        guard case .reconnecting(let reconnecting) = await events.next() else {
+            Issue.record("expected reconnecting")
+            return
+        }
+        let took = ContinuousClock.now - silent
+        #expect(reconnecting.cause == .connectionDead)
+        #expect(took <= bound + .seconds(1), "dead after \(took), bound \(bound)")
+        _ = try await network.acceptLogin()
+        await client.close()
+    }
+
+    @Test("close while waiting to reconnect: the events end, nothing is dialled again, requests fail")
+    func closeWhileWaiting() async throws {
+        let network = ScriptedNetwork()
+        network.backoff = ReconnectBackoff(base: .seconds(5), cap: .seconds(10))
+        let (client, gateway) = try await network.login()
+        var events = client.events.makeAsyncIterator()
+        let pending = Task { try await client.send(to: "bob", text: "never") }
         _ = try await gateway.next()
         try await gateway.channel.close()
-        await #expect(throws: IMClientError.disconnected) { try await sent.value }
-        var events = client.events.makeAsyncIterator()
-        #expect(await events.next() == .disconnected)
+        guard case .reconnecting = await events.next() else { return }
+        await client.close()
+        #expect(await events.next() == nil)
+        await #expect(throws: IMClientError.disconnected) { try await pending.value }
+        #expect(network.dials == 1)
+        #expect(await client.connectionState == .disconnected)
     }
 }
 
-/// The gateway side of an embedded channel carrying frames (no codec).
-struct ScriptedGateway {
+/// The gateway side of one embedded channel carrying frames (no codec).
+struct ScriptedGateway: Sendable {
     let channel: NIOAsyncTestingChannel
-    let async: NIOAsyncChannel<IMFrame, IMFrame>
-    var configuration = IMClient.Configuration(token: "token", deviceID: "phone")
-
-    static func make() async throws -> ScriptedGateway {
-        let channel = NIOAsyncTestingChannel()
-        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 6969)).get()
-        let async = try await channel.testingEventLoop.executeInContext {
-            try NIOAsyncChannel<IMFrame, IMFrame>(wrappingChannelSynchronously: channel)
-        }
-        return ScriptedGateway(channel: channel, async: async)
-    }
 
     /// The next frame the client wrote, decoded.
     func next() async throws -> (IMFrame, IMMessage) {
@@ -141,12 +281,78 @@ struct ScriptedGateway {
         try await channel.writeInbound(message.frame(sequence: sequence, timestamp: 1_700_000_000, sessionID: IMClient.sessionID))
     }
 
-    /// Connects a client and answers its LOGIN with LOGIN_OK for alice.
-    func login() async throws -> IMClient {
-        async let client = IMClient.connect(configuration, over: async)
+    /// Reads LOGIN and answers LOGIN_OK for alice.
+    func acceptLogin() async throws {
         let (frame, message) = try await next()
         guard case .login = message else { throw IMClientError.protocolViolation("expected LOGIN, got \(message)") }
         try await write(.loginOK(LoginOK(userID: "alice", deviceID: "phone", serverTime: 1, heartbeatInterval: 300, refSequence: frame.header.sequence)))
-        return try await client
+    }
+}
+
+/// Hands the client a new scripted gateway per dial, and the test each one.
+final class ScriptedNetwork: Sendable {
+    private struct State {
+        var configuration = IMClient.Configuration(token: "token", deviceID: "phone", backoff: ReconnectBackoff(base: .milliseconds(50), cap: .milliseconds(400)))
+        var dials = 0
+        var refusing = false
+    }
+    private let state = Mutex(State())
+    private let dialed: AsyncStream<ScriptedGateway>
+    private let dialedSink: AsyncStream<ScriptedGateway>.Continuation
+
+    init() {
+        (dialed, dialedSink) = AsyncStream.makeStream()
+    }
+
+    var configuration: IMClient.Configuration {
+        get { state.withLock { $0.configuration } }
+        set { state.withLock { $0.configuration = newValue } }
+    }
+    var backoff: ReconnectBackoff {
+        get { configuration.backoff }
+        set { configuration.backoff = newValue }
+    }
+    var dials: Int { state.withLock { $0.dials } }
+
+    /// Dials fail (connection refused) while `on`.
+    func refuseDials(_ on: Bool) { state.withLock { $0.refusing = on } }
+
+    var dialer: IMClient.Dialer {
+        { [self] _ in
+            let refusing = state.withLock { state -> Bool in
+                if !state.refusing { state.dials += 1 }
+                return state.refusing
+            }
+            if refusing { throw IOError(errnoCode: 111, reason: "connect") }
+            let channel = NIOAsyncTestingChannel()
+            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 6969)).get()
+            let async = try await channel.testingEventLoop.executeInContext {
+                try NIOAsyncChannel<IMFrame, IMFrame>(wrappingChannelSynchronously: channel)
+            }
+            dialedSink.yield(ScriptedGateway(channel: channel))
+            return async
+        }
+    }
+
+    /// The gateway of the next dial.
+    func nextDial() async throws -> ScriptedGateway {
+        var iterator = dialed.makeAsyncIterator()
+        guard let gateway = await iterator.next() else { throw IMClientError.disconnected }
+        return gateway
+    }
+
+    /// The next dial, logged in.
+    func acceptLogin() async throws -> ScriptedGateway {
+        let gateway = try await nextDial()
+        try await gateway.acceptLogin()
+        return gateway
+    }
+
+    /// Connects a client and answers its LOGIN with LOGIN_OK for alice.
+    func login() async throws -> (IMClient, ScriptedGateway) {
+        let configuration = self.configuration
+        async let client = IMClient.connect(configuration, dialer: dialer)
+        let gateway = try await acceptLogin()
+        return (try await client, gateway)
     }
 }

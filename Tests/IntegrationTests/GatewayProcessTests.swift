@@ -206,8 +206,8 @@ final class IMGWProcess: Sendable {
         return bundle.deletingLastPathComponent().appendingPathComponent("imgw").path
     }
 
-    static func start(broker: TestBroker, keepalive: Int = 30, brokerLines: [String] = []) async throws -> IMGWProcess {
-        let port = freePort()
+    static func start(broker: TestBroker, port: Int? = nil, keepalive: Int = 30, brokerLines: [String] = []) async throws -> IMGWProcess {
+        let port = port ?? freePort()
         let config = broker.directory.appendingPathComponent("imgw-\(port).yaml")
         try """
             auth:

@@ -22,10 +22,19 @@ struct InboundRouter: Sendable {
 
     private(set) var isLoggedIn = false
     private(set) var dedup: DeliveryDedup
+    /// Publications seen, by topic and payload, to drop a redelivery flagged RESEND.
+    private(set) var publications: DeliveryDedup
 
-    /// A router remembering `dedupWindow` deliveries.
+    /// A router remembering `dedupWindow` deliveries (and as many publications).
     init(dedupWindow: Int = 4096) {
         self.dedup = DeliveryDedup(capacity: dedupWindow)
+        self.publications = DeliveryDedup(capacity: dedupWindow)
+    }
+
+    /// A new connection: LOGIN_OK is awaited again. What was seen is remembered, so a
+    /// message redelivered after the reconnect is not surfaced twice.
+    mutating func connectionStarted() {
+        isLoggedIn = false
     }
 
     /// The actions for `frame`; `timestamp` (Unix seconds) goes into replies.
@@ -63,13 +72,19 @@ struct InboundRouter: Sendable {
             return [.emit(.kicked(kick.reason, kick.message))]
         case .error(let notice):
             return [.emit(.error(notice.code, notice.message))]
-        case .publish:
-            // Not surfaced yet (pub/sub comes later), but ACKed: an unACKed PUBLISH holds
-            // this device's session at the gateway.
-            return [.reply(frame.ack(timestamp: timestamp))]
+        case .publish(let publish):
+            // ACKed in any case: an unACKed PUBLISH holds this device's session at the gateway.
+            let ack = Action.reply(frame.ack(timestamp: timestamp))
+            let payload = Array(publish.payload.readableBytesView)
+            let first = publications.firstSighting(sender: publish.topic, messageID: Self.fingerprint(payload))
+            guard first || !publish.resend else { return [ack] }
+            let publication = IMClient.Publication(
+                topic: publish.topic, payload: payload, qos: publish.qos, retain: publish.retain, serverTime: publish.serverTime)
+            return [.emit(.publication(publication)), ack]
+        case .location(let notice):
+            return [.emit(.location(IMClient.Location(user: notice.user, device: notice.device, location: notice.location)))]
         default:
-            // LOCATION (not subscribed by this version), HELLO_OK, a late LOGIN_OK, or a
-            // client-to-gateway message: nothing to do.
+            // HELLO_OK, a late LOGIN_OK, or a client-to-gateway message: nothing to do.
             return []
         }
     }
@@ -86,5 +101,17 @@ struct InboundRouter: Sendable {
         default:
             return []
         }
+    }
+}
+
+extension InboundRouter {
+    /// A payload's identity for de-duplication: its length and FNV-1a hash (PROTOCOL.md 10:
+    /// PUBLISH frames flagged RESEND are de-duplicated by content).
+    static func fingerprint(_ payload: [UInt8]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in payload {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return "\(payload.count):\(String(hash, radix: 16))"
     }
 }

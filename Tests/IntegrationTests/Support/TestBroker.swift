@@ -147,7 +147,19 @@ struct TestError: Error, CustomStringConvertible {
 }
 
 /// A free TCP port on 127.0.0.1 (bound, read, released).
+/// Ports handed out in this process: never handed out twice, so a test that restarts a
+/// server on its port cannot find another test's server there.
+private let handedOutPorts = Mutex<Set<Int>>([])
+
+/// A TCP port on 127.0.0.1 that is free now and was not handed out before in this process.
 func freePort() -> Int {
+    while true {
+        let port = anyFreePort()
+        if handedOutPorts.withLock({ $0.insert(port).inserted }) { return port }
+    }
+}
+
+private func anyFreePort() -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()

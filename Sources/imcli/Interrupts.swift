@@ -1,0 +1,19 @@
+import Dispatch
+import Foundation
+
+/// SIGINT and SIGTERM as a stream (the default handlers are replaced for good).
+enum Interrupts {
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+
+    static func stream() -> AsyncStream<Int32> {
+        let (stream, sink) = AsyncStream.makeStream(of: Int32.self)
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { sink.yield(number) }
+            source.resume()
+            sources.append(source)
+        }
+        return stream
+    }
+}

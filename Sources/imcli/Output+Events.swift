@@ -1,0 +1,147 @@
+import Foundation
+import IMClient
+
+// The client's events: data lines on stdout, connection notices on stderr (and as JSON lines
+// with --json).
+extension Output {
+    func event(_ event: IMClient.Event) {
+        switch event {
+        case .message(let message): self.message(message)
+        case .receipt(let receipt): self.receipt(receipt)
+        case .presence(let presence): self.presence(presence)
+        case .location(let location): self.location(location)
+        case .publication(let publication): self.publication(publication)
+        case .kicked(let code, let message):
+            notice([("type", "kicked")] + Self.codeFields(code, message), "kicked by the gateway: \(Self.describe(code, message))")
+        case .error(let code, let message):
+            notice([("type", "error")] + Self.codeFields(code, message), "error from the gateway: \(Self.describe(code, message))")
+        case .reconnecting(let reconnecting):
+            let delay = Self.seconds(reconnecting.delay)
+            notice([("type", "reconnecting"), ("cause", .string(reconnecting.cause.description)),
+                    ("attempt", .number(UInt64(reconnecting.attempt))), ("delay_ms", .number(UInt64(delay * 1000)))],
+                   reconnecting.attempt == 0
+                       ? "connection lost (\(reconnecting.cause)); reconnecting in \(String(format: "%.1f", delay)) s"
+                       : "reconnect failed (\(reconnecting.cause)); attempt \(reconnecting.attempt + 1) in \(String(format: "%.1f", delay)) s")
+        case .reconnected(let session):
+            var fields: [(String, JSONValue)] = [("type", "reconnected"), ("user", .string(session.userID))]
+            if let device = session.deviceID { fields.append(("device", .string(device))) }
+            notice(fields, "reconnected as \(Self.who(session.userID, session.deviceID))")
+        case .disconnected:
+            notice([("type", "disconnected")], "the session ended; not reconnecting")
+        }
+    }
+
+    /// Whether `event` is about the connection (shown by every command) rather than data.
+    static func isNotice(_ event: IMClient.Event) -> Bool {
+        switch event {
+        case .kicked, .error, .reconnecting, .reconnected, .disconnected: true
+        case .message, .receipt, .presence, .location, .publication: false
+        }
+    }
+
+    private func message(_ message: IMClient.Message) {
+        if json {
+            var fields: [(String, JSONValue)] = [
+                ("type", "message"), ("from", .string(message.from)), ("id", .string(message.messageID)),
+            ]
+            if let text = message.text {
+                fields.append(("text", .string(text)))
+            } else {
+                fields.append(("content_type", .string(Self.contentName(message.content.tag))))
+                fields.append(("content_base64", .string(Data(message.content.value.readableBytesView).base64EncodedString())))
+            }
+            fields += [("server_time", .number(message.serverTime)), ("resend", .bool(message.resend))]
+            line(fields)
+        } else if let text = message.text {
+            line("\(message.from): \(text)")
+        } else {
+            line("\(message.from): [\(Self.contentName(message.content.tag)), \(message.content.value.readableBytes) bytes]")
+        }
+    }
+
+    private func receipt(_ receipt: IMClient.Receipt) {
+        let kind = receipt.kind == .read ? "read" : "delivered"
+        if json {
+            line([("type", "receipt"), ("from", .string(receipt.from)), ("id", .string(receipt.messageID)),
+                  ("kind", .string(kind)), ("server_time", .number(receipt.serverTime))])
+        } else {
+            line("[receipt] \(receipt.from) \(kind == "read" ? "read" : "received") \(receipt.messageID)")
+        }
+    }
+
+    private func presence(_ presence: IMClient.Presence) {
+        let status = presence.status == .online ? "online" : "offline"
+        if json {
+            var fields: [(String, JSONValue)] = [("type", "presence"), ("user", .string(presence.user))]
+            if let device = presence.device { fields.append(("device", .string(device))) }
+            fields.append(("status", .string(status)))
+            if let lastSeen = presence.lastSeen { fields.append(("last_seen", .number(lastSeen))) }
+            line(fields)
+        } else {
+            let seen = presence.lastSeen.map { " (last seen \(Self.time($0)))" } ?? ""
+            line("[presence] \(Self.who(presence.user, presence.device)) \(status)\(seen)")
+        }
+    }
+
+    /// `[location] alice/phone 52.52,13.405`; JSON with the OwnTracks fields present (tst in
+    /// Unix seconds, as on the wire).
+    private func location(_ event: IMClient.Location) {
+        let fix = event.location
+        if json {
+            var fields: [(String, JSONValue)] = [("type", "location"), ("user", .string(event.user))]
+            if let device = event.device { fields.append(("device", .string(device))) }
+            fields += [("lat", .double(fix.lat)), ("lon", .double(fix.lon)), ("tst", .number(fix.tst))]
+            if let acc = fix.acc { fields.append(("acc", .number(UInt64(acc)))) }
+            if let alt = fix.alt { fields.append(("alt", .integer(Int64(alt)))) }
+            if let vel = fix.vel { fields.append(("vel", .number(UInt64(vel)))) }
+            if let cog = fix.cog { fields.append(("cog", .number(UInt64(cog)))) }
+            if let batt = fix.batt { fields.append(("batt", .number(UInt64(batt)))) }
+            line(fields)
+        } else {
+            let accuracy = fix.acc.map { " ±\($0) m" } ?? ""
+            line("[location] \(Self.who(event.user, event.device)) \(fix.lat),\(fix.lon)\(accuracy)")
+        }
+    }
+
+    /// `im/t/news hello` (as `mosquitto_sub -v` prints it); JSON with `text` for UTF-8
+    /// payloads, else `payload_base64`.
+    private func publication(_ publication: IMClient.Publication) {
+        if json {
+            var fields: [(String, JSONValue)] = [("type", "publication"), ("topic", .string(publication.topic))]
+            if let text = publication.text {
+                fields.append(("text", .string(text)))
+            } else {
+                fields.append(("payload_base64", .string(Data(publication.payload).base64EncodedString())))
+            }
+            fields += [("qos", .number(UInt64(publication.qos.rawValue))), ("retain", .bool(publication.retain))]
+            if let time = publication.serverTime { fields.append(("server_time", .number(time))) }
+            line(fields)
+        } else {
+            line("\(publication.topic) \(publication.text ?? "[\(publication.payload.count) bytes]")")
+        }
+    }
+
+    /// A connection notice: on stderr, and with --json as a JSON line on stdout too.
+    private func notice(_ fields: [(String, JSONValue)], _ text: String) {
+        if json { line(fields) }
+        status(text)
+    }
+
+    private static func codeFields(_ code: IMErrorCode, _ message: String?) -> [(String, JSONValue)] {
+        var fields: [(String, JSONValue)] = [("code", .number(UInt64(code.rawValue)))]
+        if let name = code.name { fields.append(("name", .string(name))) }
+        if let message { fields.append(("message", .string(message))) }
+        return fields
+    }
+
+    /// `NAME (code): message`.
+    static func describe(_ code: IMErrorCode, _ message: String?) -> String {
+        guard let message, !message.isEmpty else { return "\(code)" }
+        return "\(code): \(message)"
+    }
+
+    /// `user/device`, or `user` when the device is unknown.
+    static func who(_ user: String, _ device: String?) -> String {
+        device.map { "\(user)/\($0)" } ?? user
+    }
+}
