@@ -61,6 +61,10 @@ final class Connection: Sendable {
                         let frame = error.errorFrame(sequence: 0, timestamp: IMClient.unixSeconds(), sessionID: IMClient.sessionID)
                         try? await channel.channel.writeAndFlush(frame)
                         return IMClientError.protocolViolation("\(error)")
+                    } catch let error as NIOSSLError {
+                        return .cannotConnect(host: configuration.host, port: configuration.port, reason: "TLS: \(error)")
+                    } catch let error as BoringSSLError {
+                        return .cannotConnect(host: configuration.host, port: configuration.port, reason: "TLS: \(error)")
                     }
                 }
             } catch {

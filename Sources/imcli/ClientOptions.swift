@@ -74,6 +74,9 @@ struct ClientOptions: ParsableArguments {
                 ? "is it listening with TLS, and is its certificate trusted (--ca FILE) and valid for \(configuration.tlsServerName ?? configuration.host) (--server-name NAME)?"
                 : "if its listener uses TLS (listen.tls), add --tls"
             throw CLIFailure(message: "\(what) (\(hint))", exitCode: CLIFailure.connection, kind: "connection")
+        case .failure(.cannotConnect(_, _, let reason)) where reason.hasPrefix("TLS:"):
+            let hint = "is its certificate trusted (--ca FILE) and valid for \(configuration.tlsServerName ?? configuration.host) (--server-name NAME)?"
+            throw CLIFailure(message: "cannot connect to \(configuration.host):\(configuration.port): \(reason) (\(hint))", exitCode: CLIFailure.connection, kind: "connection")
         case .failure(let error):
             throw error
         }
@@ -98,6 +101,8 @@ struct ClientOptions: ParsableArguments {
         configuration.tlsServerName = serverName
         configuration.ackTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.connectTimeout = configuration.ackTimeout
+        // `send` and `pub` wait at most --timeout for their ACK, reconnects included.
+        configuration.sendTimeout = configuration.ackTimeout
         return configuration
     }
 

@@ -378,7 +378,7 @@ struct GatewayTests {
         #expect(delivery.content.text == "secret")
 
         let plain = try await TestDevice.connect(port: gateway.port)
-        try? await plain.send(.login(LoginRequest(token: try await gateway.minter.mint(user: "eve"))))
+        _ = try? await plain.send(.login(LoginRequest(token: try await gateway.minter.mint(user: "eve"))))
         await #expect(throws: TestError.self) { _ = try await plain.next(within: 5, "anything in clear") }
         await gateway.stop()
     }
