@@ -79,7 +79,20 @@ public actor MosquittoClient {
 
     private struct PendingPublish {
         var qos: QoS
-        var continuation: CheckedContinuation<Void, any Error>
+        var ticket: UInt64
+        /// Whoever awaits the outcome; `nil` until ``completion(of:)`` is called.
+        var continuation: CheckedContinuation<Void, any Error>?
+    }
+    /// Outcomes of publishes nobody awaited yet, by ticket.
+    private var completedPublishes: [UInt64: Result<Void, MosquittoError>] = [:]
+    /// The message id of each publish still in flight, by ticket.
+    private var ticketMIDs: [UInt64: Int32] = [:]
+    private var nextTicket: UInt64 = 0
+
+    /// A publish handed to libmosquitto by ``startPublish(topic:payload:qos:retain:properties:)``,
+    /// to be awaited with ``completion(of:)``.
+    public struct PublishTicket: Sendable, Hashable {
+        let id: UInt64
     }
 
     /// Creates a client. Nothing happens on the network until `connect()`.
@@ -206,6 +219,18 @@ public actor MosquittoClient {
         topic: String, payload: [UInt8], qos: QoS = .atMostOnce, retain: Bool = false,
         properties: MQTTProperties = MQTTProperties()
     ) async throws {
+        let ticket = try await startPublish(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
+        try await completion(of: ticket)
+    }
+
+    /// Hands the publish to libmosquitto and returns without waiting for the broker, so
+    /// that publishes started one after the other go out in that order and are in flight
+    /// together; await each with ``completion(of:)`` (exactly once). Waits only for an
+    /// in-flight slot; throws like ``publish(topic:payload:qos:retain:properties:)``.
+    public func startPublish(
+        topic: String, payload: [UInt8], qos: QoS = .atMostOnce, retain: Bool = false,
+        properties: MQTTProperties = MQTTProperties()
+    ) async throws -> PublishTicket {
         guard state == .connected else { throw MosquittoError.notConnected }
         if configuration.protocolVersion != .v5 && !properties.isEmpty {
             throw MosquittoError.invalidArgument("MQTT v5 properties on a 3.1.1 connection")
@@ -236,8 +261,32 @@ public actor MosquittoClient {
             throw Self.publishError(rc, topic: topic)
         }
         loop.markDirty(io)
+        nextTicket += 1
+        pendingPublishes[mid] = PendingPublish(qos: qos, ticket: nextTicket, continuation: nil)
+        ticketMIDs[nextTicket] = mid
+        return PublishTicket(id: nextTicket)
+    }
+
+    /// Returns when the broker has the publish of `ticket` (QoS 0: written; QoS 1: PUBACK;
+    /// QoS 2: PUBCOMP), or throws why it failed.
+    public func completion(of ticket: PublishTicket) async throws {
+        if let outcome = completedPublishes.removeValue(forKey: ticket.id) {
+            try outcome.get()
+            return
+        }
+        guard let mid = ticketMIDs[ticket.id] else { return }
         try await withCheckedThrowingContinuation { continuation in
-            pendingPublishes[mid] = PendingPublish(qos: qos, continuation: continuation)
+            pendingPublishes[mid]?.continuation = continuation
+        }
+    }
+
+    /// Settles a publish: its waiter, or its outcome kept for ``completion(of:)``.
+    private func settlePublish(_ pending: PendingPublish, _ outcome: Result<Void, MosquittoError>) {
+        ticketMIDs[pending.ticket] = nil
+        if let continuation = pending.continuation {
+            continuation.resume(with: outcome.mapError { $0 as any Error })
+        } else {
+            completedPublishes[pending.ticket] = outcome
         }
     }
 
@@ -506,7 +555,7 @@ public actor MosquittoClient {
             // are resent then, so those keep waiting unless the client closes.
             pendingPublishes[mid] = nil
             inflight -= 1
-            pending.continuation.resume(throwing: error)
+            settlePublish(pending, .failure(error))
         }
         if includingPublishes {
             for waiter in slotWaiters { waiter.continuation.resume(throwing: error) }
@@ -601,9 +650,9 @@ public actor MosquittoClient {
         guard let pending = pendingPublishes.removeValue(forKey: mid) else { return }
         releaseSlot()
         if reason >= 0x80 {
-            pending.continuation.resume(throwing: MosquittoError.publishRejected(ReasonCode(UInt8(clamping: reason))))
+            settlePublish(pending, .failure(MosquittoError.publishRejected(ReasonCode(UInt8(clamping: reason)))))
         } else {
-            pending.continuation.resume()
+            settlePublish(pending, .success(()))
         }
     }
 

@@ -46,9 +46,10 @@ struct Serve: AsyncParsableCommand {
         }
         try configuration.validate()
 
+        let logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
+            handler.logLevel = logLevel
             return handler
         }
         let logger = Logger(label: "imgw")

@@ -555,7 +555,8 @@ final class MQTTWatcher: Sendable {
     static func start(_ broker: TestBroker, topic: String) async throws -> MQTTWatcher {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_sub")
-        process.arguments = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-V", "5", "-t", topic]
+        // -W: gone after the suite's time limit even if the watcher is never released.
+        process.arguments = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-V", "5", "-W", "200", "-t", topic]
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe

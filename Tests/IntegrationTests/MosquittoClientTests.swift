@@ -43,6 +43,44 @@ struct MosquittoClientTests {
         await subscriber.close()
     }
 
+    // QoS 1 only: with QoS 2, 100 publishes in flight while other tests create and close
+    // clients on the shared loop, the subscriber stalled at the broker's in-flight window
+    // (20 messages) in 2 of 3 runs; not understood yet, so the gateway pipelines QoS 1 only.
+    @Test("startPublish: 500 QoS 1 publishes in flight together arrive in order; each completion returns once the broker has it")
+    func pipelinedPublishes() async throws {
+        let qos = QoS.atLeastOnce
+        let broker = try await TestBroker.start()
+        let subscriber = makeClient(broker)
+        let publisher = makeClient(broker) { $0.maxInflightPublishes = 100 }
+        let inbox = try await connected(subscriber)
+        try await publisher.connect()
+        try await subscriber.subscribe("pipe/#", qos: qos)
+        var tickets: [MosquittoClient.PublishTicket] = []
+        for index in 0..<500 {
+            tickets.append(try await publisher.startPublish(topic: "pipe/x", payload: Array("\(index)".utf8), qos: qos))
+        }
+        for ticket in tickets { try await publisher.completion(of: ticket) }
+        for index in 0..<500 {
+            #expect(try await inbox.next(within: 10, "message \(index)").payloadString == "\(index)")
+        }
+        await publisher.close()
+        await subscriber.close()
+    }
+
+    @Test("a publish started before the client closes fails at its completion with the reason")
+    func pipelinedPublishFailsOnClose() async throws {
+        let broker = try await TestBroker.start()
+        let publisher = makeClient(broker)
+        try await publisher.connect()
+        await broker.stop()
+        // The broker is gone: a QoS 1 publish cannot complete; closing the client ends it.
+        let ticket = try? await publisher.startPublish(topic: "pipe/y", payload: [1], qos: .atLeastOnce)
+        await publisher.close()
+        if let ticket {
+            await #expect(throws: MosquittoError.self) { try await publisher.completion(of: ticket) }
+        }
+    }
+
     @Test("MQTT 3.1.1 works and refuses v5 properties")
     func mqtt311() async throws {
         let broker = try await TestBroker.start()

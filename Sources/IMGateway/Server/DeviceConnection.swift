@@ -182,7 +182,8 @@ struct DeviceConnection {
         let deliveries = PendingDeliveries()
         let downlink = Downlink()
         let (uplink, uplinkSink) = AsyncStream.makeStream(of: UplinkJob.self)
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        let (chatAcks, chatAckSink) = AsyncStream.makeStream(of: ChatInFlight.self)
+        await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await downlink.run(writer, sequence: sequence, deliveries: deliveries) }
             group.addTask { try await deliver(session, downlink) }
             if resumed { group.addTask {
@@ -196,7 +197,11 @@ struct DeviceConnection {
                     try? await channel.close()
                 }
             } }
-            group.addTask { try await publishInOrder(uplink, session, writer) }
+            group.addTask {
+                defer { chatAckSink.finish() }
+                try await publishInOrder(uplink, session, writer, chatAckSink)
+            }
+            group.addTask { try await acknowledgeChats(chatAcks, session, writer) }
             group.addTask {
                 // A device that stops ACKing holds its session's writes (ack-through):
                 // past the delivery ACK timeout the connection is dropped, and the broker
@@ -342,7 +347,14 @@ struct DeviceConnection {
     /// per conversation), each ACKed once the broker has it. Runs apart from the frame
     /// loop: under ack-through our publishes wait behind the device's unACKed deliveries,
     /// so the device's ACKs (handled by the frame loop) must never wait behind them.
-    private func publishInOrder(_ uplink: AsyncStream<UplinkJob>, _ session: DeviceSession, _ writer: FrameWriter) async throws {
+    ///
+    /// Chat messages are pipelined: each is handed to libmosquitto in order and its ACK is
+    /// written by ``acknowledgeChats(_:_:_:)`` once the broker has it, so many are in flight
+    /// together (up to the MQTT client's in-flight limit).
+    private func publishInOrder(
+        _ uplink: AsyncStream<UplinkJob>, _ session: DeviceSession, _ writer: FrameWriter,
+        _ chatAcks: AsyncStream<ChatInFlight>.Continuation
+    ) async throws {
         let location = context.configuration.location
         var limiter = RateLimiter(ratePerSecond: location.maxUpdatesPerSecond, burst: max(1, location.maxUpdatesPerSecond))
         for await job in uplink {
@@ -358,7 +370,7 @@ struct DeviceConnection {
                     logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(origin.messageID)"])
                 }
             case .chat(let chat, let frame):
-                try await publishChat(chat, frame, session, writer)
+                if let inFlight = try await startChat(chat, frame, session, writer) { chatAcks.yield(inFlight) }
             case .receipt(let receipt, let frame):
                 do {
                     try IMIdentifier.validate(receipt.to, kind: .user)
@@ -513,21 +525,50 @@ struct DeviceConnection {
         }
     }
 
-    /// Publishes one chat message, ACKed once the broker has it; a resent id that was
-    /// already accepted is ACKed without publishing again.
-    private func publishChat(_ chat: ChatSend, _ frame: IMFrame, _ session: DeviceSession, _ writer: FrameWriter) async throws {
+    /// A chat message handed to the broker, waiting for its acknowledgement.
+    struct ChatInFlight: Sendable {
+        var chat: ChatSend
+        var frame: IMFrame
+        var serverTime: UInt64
+        var ticket: MosquittoClient.PublishTicket
+    }
+
+    /// Starts publishing one chat message (in order with the others); a resent id that
+    /// was already accepted is ACKed at once without publishing again, a refused one gets
+    /// its negative ACK. Returns what ``acknowledgeChats(_:_:_:)`` then waits for.
+    private func startChat(_ chat: ChatSend, _ frame: IMFrame, _ session: DeviceSession, _ writer: FrameWriter) async throws -> ChatInFlight? {
         if let earlier = await context.dedup.accepted(user: session.user, id: chat.messageID) {
             try await writer.reply(Ack(sequence: frame.header.sequence, messageID: chat.messageID, serverTime: earlier), to: frame)
-            return
+            return nil
         }
         let serverTime = unixMilliseconds()
         do {
-            try await session.publishChat(chat, serverTime: serverTime)
-            await context.dedup.record(user: session.user, id: chat.messageID, serverTime: serverTime)
-            try await writer.reply(Ack(sequence: frame.header.sequence, messageID: chat.messageID, serverTime: serverTime), to: frame)
+            let ticket = try await session.startChat(chat, serverTime: serverTime)
+            if chat.qos == .exactlyOnce {
+                // QoS 2 is not pipelined: many QoS 2 publishes in flight stalled a QoS 2
+                // subscriber in a test (docs/PERFORMANCE.md); one at a time never did.
+                try await session.client.completion(of: ticket)
+            }
+            return ChatInFlight(chat: chat, frame: frame, serverTime: serverTime, ticket: ticket)
         } catch {
             logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(chat.messageID)"])
             try await writer.reply(Ack.refusing(sequence: frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: frame)
+            return nil
+        }
+    }
+
+    /// ACKs each chat message started by ``startChat(_:_:_:_:)`` once the broker has it (in
+    /// order: the broker acknowledges in order), and remembers its id for resends.
+    private func acknowledgeChats(_ inFlight: AsyncStream<ChatInFlight>, _ session: DeviceSession, _ writer: FrameWriter) async throws {
+        for await item in inFlight {
+            do {
+                try await session.client.completion(of: item.ticket)
+                await context.dedup.record(user: session.user, id: item.chat.messageID, serverTime: item.serverTime)
+                try await writer.reply(Ack(sequence: item.frame.header.sequence, messageID: item.chat.messageID, serverTime: item.serverTime), to: item.frame)
+            } catch let error as MosquittoError {
+                logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(item.chat.messageID)"])
+                try await writer.reply(Ack.refusing(sequence: item.frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: item.frame)
+            }
         }
     }
 

@@ -76,9 +76,9 @@ final class DeviceSession: Sendable {
 
     /// Publishes a chat message to the recipient's inbox and returns once the broker has
     /// it. The sender is always this session's user, whatever the frame claimed.
-    func publishChat(_ chat: ChatSend, serverTime: UInt64) async throws {
+    func startChat(_ chat: ChatSend, serverTime: UInt64) async throws -> MosquittoClient.PublishTicket {
         let payload = ChatPayload(send: chat, from: user, serverTime: serverTime)
-        try await client.publish(
+        return try await client.startPublish(
             topic: context.topics.inbox(user: chat.to), payload: PayloadCodec.encode(payload),
             qos: chat.qos == .exactlyOnce ? .exactlyOnce : .atLeastOnce,
             properties: Self.properties(sender: user, messageID: chat.messageID))
