@@ -6,9 +6,9 @@ import NIOPosix
 /// test's command, blackholes and refusals.
 ///
 /// ```swift
-/// let proxy = try await FaultProxy.start(upstreamPort: gateway.port)
-/// let client = try await IMClient.connect(.init(host: "127.0.0.1", port: proxy.port, ...))
-/// proxy.blackholeAll()                      // the connection goes silent but stays open
+/// let proxy = try await FaultProxy.start(upstreamPort: gatewayPort)
+/// // ... connect the client under test to 127.0.0.1:proxy.port ...
+/// proxy.blackholeAll()   // its connection goes silent but stays open
 /// _ = try await proxy.waitForStatistics { $0.connectionsAccepted == 2 }   // it reconnected
 /// await proxy.stop()
 /// ```
@@ -103,8 +103,9 @@ public final class FaultProxy: Sendable {
             ProxyConnection.reset(channel)
         case .accepted(let handle, let admitted):
             let connection = handle.connection.value
-            try channel.pipeline.syncOperations.addHandler(ProxySideHandler(connection: connection, side: .client))
-            connection.start(admitted)
+            let handler = ProxySideHandler(connection: connection, side: .client)
+            try channel.pipeline.syncOperations.addHandler(handler)
+            connection.start(admitted, clientHandler: handler)
         }
     }
 

@@ -1,18 +1,12 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import NIOCore
 import NIOPosix
 
 /// One proxied connection: the accepted channel, the channel to the upstream, a
 /// ``DelayLine`` per direction and the fault timers. Lives on the accepted channel's event
-/// loop, which the upstream channel shares; every method must be called there.
+/// loop, which the upstream channel shares; every method must be called there. (Members
+/// are internal rather than private only for ProxyConnection+Faults.swift.)
 final class ProxyConnection {
-    private enum Phase {
+    enum Phase {
         /// Created, not yet started.
         case admitted
         /// Waiting for the upstream connection.
@@ -26,7 +20,7 @@ final class ProxyConnection {
     }
 
     /// One direction's queue and the state of its write side.
-    private final class Pipe {
+    final class Pipe {
         var line = DelayLine()
         var timer: Scheduled<Void>?
         var lastWrite: EventLoopFuture<Void>?
@@ -39,25 +33,25 @@ final class ProxyConnection {
 
     let number: Int
     let eventLoop: any EventLoop
-    private let core: ProxyCore
-    private let client: any Channel
-    private var server: (any Channel)?
-    private var clientHandler: ProxySideHandler?
-    private var serverHandler: ProxySideHandler?
-    private var phase = Phase.admitted
-    private var profile = FaultProfile.none
-    private var random = FaultRandom(seed: 0)
-    private var blackholed = false
-    private var wasCut = false
-    private var stalled = false
-    private var clientClosed = false
-    private var serverClosed = false
-    private let upstream = Pipe()
-    private let downstream = Pipe()
-    private var stallEnd: Scheduled<Void>?
-    private var nextStall: Scheduled<Void>?
-    private var nextCut: Scheduled<Void>?
-    private let finishedPromise: EventLoopPromise<Void>
+    let core: ProxyCore
+    let client: any Channel
+    var server: (any Channel)?
+    var clientHandler: ProxySideHandler?
+    var serverHandler: ProxySideHandler?
+    var phase = Phase.admitted
+    var profile = FaultProfile.none
+    var random = FaultRandom(seed: 0)
+    var blackholed = false
+    var wasCut = false
+    var stalled = false
+    var clientClosed = false
+    var serverClosed = false
+    let upstream = Pipe()
+    let downstream = Pipe()
+    var stallEnd: Scheduled<Void>?
+    var nextStall: Scheduled<Void>?
+    var nextCut: Scheduled<Void>?
+    let finishedPromise: EventLoopPromise<Void>
 
     init(number: Int, client: any Channel, core: ProxyCore) {
         self.number = number
@@ -71,8 +65,9 @@ final class ProxyConnection {
 
     /// Starts forwarding: connects to the upstream, or, when admitted blackholed, never
     /// does (the client sees a connection on which nothing ever arrives).
-    func start(_ admitted: ProxyCore.Admitted) {
+    func start(_ admitted: ProxyCore.Admitted, clientHandler: ProxySideHandler) {
         guard phase == .admitted else { return }
+        self.clientHandler = clientHandler
         profile = admitted.profile
         random = FaultRandom(proxySeed: admitted.seed, connection: number)
         client.closeFuture.assumeIsolated().whenComplete { _ in self.sideClosed(.client) }
@@ -80,7 +75,7 @@ final class ProxyConnection {
             blackholed = true
             serverClosed = true
             phase = .open
-            clientHandler?.resumeReading()
+            clientHandler.resumeReading()
             return
         }
         phase = .connecting
@@ -100,7 +95,7 @@ final class ProxyConnection {
             .whenComplete { result in self.upstreamConnected(result) }
     }
 
-    private func upstreamConnected(_ result: Result<any Channel, any Error>) {
+    func upstreamConnected(_ result: Result<any Channel, any Error>) {
         guard case .success(let channel) = result else {
             core.updateStatistics { $0.upstreamConnectFailures += 1 }
             serverClosed = true
@@ -108,10 +103,20 @@ final class ProxyConnection {
             return
         }
         server = channel
+        // Taken from the channel that won: with a name that resolves to several addresses,
+        // losing attempts had handlers too.
+        serverHandler = try? channel.pipeline.syncOperations.handler(type: ProxySideHandler.self)
         channel.closeFuture.assumeIsolated().whenComplete { _ in self.sideClosed(.server) }
         guard phase == .connecting else {
             // Cut or stopped while connecting.
             if wasCut { Self.reset(channel) } else { channel.close(promise: nil) }
+            return
+        }
+        guard serverHandler != nil else {
+            // Not expected: the initializer always adds the handler.
+            phase = .closing
+            channel.close(promise: nil)
+            client.close(promise: nil)
             return
         }
         phase = .open
@@ -124,17 +129,10 @@ final class ProxyConnection {
         resumeReading(.server)
     }
 
-    func attach(_ handler: ProxySideHandler, to side: ProxySide) {
-        switch side {
-        case .client: clientHandler = handler
-        case .server: serverHandler = handler
-        }
-    }
-
     /// A side's channel closed: what was queued for it is dropped, and the other side is
     /// closed after what is queued for it was delivered (not when blackholed, cut or
     /// stopped).
-    private func sideClosed(_ side: ProxySide) {
+    func sideClosed(_ side: ProxySide) {
         switch side {
         case .client:
             clientClosed = true
@@ -158,7 +156,7 @@ final class ProxyConnection {
         if clientClosed && serverClosed { finish() }
     }
 
-    private func finish() {
+    func finish() {
         guard phase != .finished else { return }
         phase = .finished
         cancelTimers()
@@ -183,51 +181,6 @@ final class ProxyConnection {
             server?.close(promise: nil)
         }
         return finishedPromise.futureResult
-    }
-
-    // MARK: Controls
-
-    /// Stops forwarding for good: both directions' queues are dropped, both sides keep
-    /// being read and what arrives is discarded, and a close of one side is not passed to
-    /// the other.
-    func blackhole() {
-        guard phase == .open || phase == .connecting, !blackholed else { return }
-        blackholed = true
-        core.updateStatistics { $0.blackholed += 1 }
-        dropEverything()
-        resumeReading(.client)
-        resumeReading(.server)
-    }
-
-    /// Closes both sides abruptly (`SO_LINGER` 0: the peers see a reset).
-    func cut() {
-        guard phase == .open || phase == .connecting else { return }
-        phase = .closing
-        wasCut = true
-        core.updateStatistics { $0.cuts += 1 }
-        dropEverything()
-        Self.reset(client)
-        if let server { Self.reset(server) }
-    }
-
-    /// Uses `profile` from now on: for chunks that arrive later, and for the next stall
-    /// and cut, which are drawn anew (a Poisson process has no memory).
-    func apply(_ profile: FaultProfile) {
-        self.profile = profile
-        scheduleNextStall()
-        scheduleNextCut()
-    }
-
-    /// Applies a blackholeAll or cutAll that happened since this connection last looked;
-    /// true if the connection no longer forwards.
-    @discardableResult
-    func checkControls() -> Bool {
-        if number < core.cutBelow.load(ordering: .acquiring) {
-            cut()
-        } else if !blackholed && number < core.blackholedBelow.load(ordering: .acquiring) {
-            blackhole()
-        }
-        return phase != .open || blackholed
     }
 
     // MARK: Data
@@ -262,7 +215,7 @@ final class ProxyConnection {
 
     /// Writes every due chunk while the sink is writable, closes the sink once the source
     /// closed and everything was delivered, and sets a timer for the next due chunk.
-    private func pump(_ direction: ProxyDirection) {
+    func pump(_ direction: ProxyDirection) {
         let pipe = pipe(direction)
         guard phase == .open, !blackholed, !stalled, !pipe.sinkClosed,
             let sink = channel(direction.sink), let handler = handler(direction.sink)
@@ -296,7 +249,7 @@ final class ProxyConnection {
     }
 
     /// Closes the sink of `direction` once its last write completed.
-    private func closeSink(_ direction: ProxyDirection) {
+    func closeSink(_ direction: ProxyDirection) {
         let pipe = pipe(direction)
         pipe.sinkClosed = true
         pipe.timer?.cancel()
@@ -309,93 +262,25 @@ final class ProxyConnection {
         }
     }
 
-    private func resumeReading(_ side: ProxySide) {
+    func resumeReading(_ side: ProxySide) {
         if mayRead(from: side) { handler(side)?.resumeReading() }
-    }
-
-    // MARK: Stalls and cuts
-
-    private func scheduleNextStall() {
-        nextStall?.cancel()
-        nextStall = nil
-        guard phase == .open, !blackholed, !stalled, let rate = profile.effectiveStallRate else { return }
-        nextStall = eventLoop.assumeIsolated().scheduleTask(in: random.exponential(perMinute: rate)) {
-            self.nextStall = nil
-            self.beginStall()
-        }
-    }
-
-    private func beginStall() {
-        guard phase == .open, !blackholed, !stalled else { return }
-        stalled = true
-        core.updateStatistics { $0.stalls += 1 }
-        stallEnd = eventLoop.assumeIsolated().scheduleTask(in: random.uniform(profile.stallDuration)) {
-            self.stallEnd = nil
-            self.stalled = false
-            for direction in ProxyDirection.allCases { self.pump(direction) }
-            self.scheduleNextStall()
-        }
-    }
-
-    private func scheduleNextCut() {
-        nextCut?.cancel()
-        nextCut = nil
-        guard phase == .open, !blackholed, let rate = profile.effectiveCutRate else { return }
-        nextCut = eventLoop.assumeIsolated().scheduleTask(in: random.exponential(perMinute: rate)) {
-            self.nextCut = nil
-            self.cut()
-        }
     }
 
     // MARK: Helpers
 
-    private func pipe(_ direction: ProxyDirection) -> Pipe {
+    func pipe(_ direction: ProxyDirection) -> Pipe {
         direction == .upstream ? upstream : downstream
     }
 
-    private func channel(_ side: ProxySide) -> (any Channel)? {
+    func channel(_ side: ProxySide) -> (any Channel)? {
         side == .client ? client : server
     }
 
-    private func handler(_ side: ProxySide) -> ProxySideHandler? {
+    func handler(_ side: ProxySide) -> ProxySideHandler? {
         side == .client ? clientHandler : serverHandler
     }
 
-    private func drawLatency() -> TimeAmount {
+    func drawLatency() -> TimeAmount {
         profile.latency.map { random.uniform($0) } ?? .zero
-    }
-
-    private func cancelTimers() {
-        stallEnd?.cancel()
-        stallEnd = nil
-        stalled = false
-        nextStall?.cancel()
-        nextStall = nil
-        nextCut?.cancel()
-        nextCut = nil
-    }
-
-    /// Cancels the fault timers and drops both queues, counting the bytes as discarded.
-    private func dropEverything() {
-        cancelTimers()
-        var dropped = 0
-        for direction in ProxyDirection.allCases {
-            let pipe = pipe(direction)
-            pipe.timer?.cancel()
-            pipe.timer = nil
-            dropped += pipe.line.removeAll()
-        }
-        if dropped > 0 { core.updateStatistics { [dropped] in $0.bytesDiscarded += dropped } }
-    }
-
-    /// Closes `channel` with `SO_LINGER` 0, so that the peer sees a reset.
-    static func reset(_ channel: any Channel) {
-        guard let options = channel as? any SocketOptionProvider else {
-            channel.close(promise: nil)
-            return
-        }
-        options.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in
-            channel.close(promise: nil)
-        }
     }
 }

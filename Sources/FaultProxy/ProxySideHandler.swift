@@ -51,7 +51,6 @@ final class ProxySideHandler: ChannelDuplexHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        connection.attach(self, to: side)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {

@@ -20,6 +20,17 @@ struct FaultProxyTests {
         }
     }
 
+    @Test("an upstream named by host name (localhost: maybe ::1 first, then 127.0.0.1)")
+    func upstreamByName() async throws {
+        let server = try await TestServer.start()
+        let proxy = try await FaultProxy.start(upstreamHost: "localhost", upstreamPort: server.port)
+        let client = try await TestClient.connect(port: proxy.port)
+        #expect(try await roundTrip(client, pattern(100_000)) == pattern(100_000))
+        await client.close()
+        await proxy.stop()
+        await server.stop()
+    }
+
     @Test("many connections at once stay apart")
     func manyConnections() async throws {
         try await withProxy { proxy, _ in
@@ -101,6 +112,22 @@ struct FaultProxyTests {
             let client = try await TestClient.connect(port: proxy.port)
             #expect(try await client.read(count: bytes.count) == bytes)
             #expect(try await client.closeReason() == .closed)
+            _ = try await proxy.waitForStatistics { $0.connectionsOpen == 0 }
+        }
+    }
+
+    @Test("when the client closes, what it sent first still reaches the upstream, then the close")
+    func clientCloseAfterQueuedData() async throws {
+        let bytes = pattern(300_000, salt: 5)
+        let profile = FaultProfile(latency: .milliseconds(50) ... .milliseconds(150))
+        try await withProxy(.collect, profile: profile) { proxy, server in
+            let client = try await TestClient.connect(port: proxy.port)
+            for offset in stride(from: 0, to: bytes.count, by: 10_000) {
+                try await client.send(Array(bytes[offset ..< offset + 10_000]))
+            }
+            await client.close()
+            var connections = server.received.makeAsyncIterator()
+            #expect(await connections.next() == bytes)
             _ = try await proxy.waitForStatistics { $0.connectionsOpen == 0 }
         }
     }
