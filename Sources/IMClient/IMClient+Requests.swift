@@ -142,23 +142,44 @@ extension IMClient {
     func request(
         _ message: IMMessage, priority: OutboxPriority, durable: Bool, coalescingKey: String? = nil, timeout: Duration?
     ) async throws(IMClientError) -> Ack {
+        let id = try enqueue(message, priority: priority, durable: durable, coalescingKey: coalescingKey, timeout: timeout)
+        return try await outcome(of: id)
+    }
+
+    /// Puts `message` in the outbox (and starts writing it if connected); its outcome is
+    /// then awaited with ``outcome(of:)``, exactly once.
+    func enqueue(
+        _ message: IMMessage, priority: OutboxPriority, durable: Bool, coalescingKey: String? = nil, timeout: Duration?
+    ) throws(IMClientError) -> OutboxEntry.ID {
         guard !machine.isFinished else { throw .disconnected }
         guard durable || machine.state == .connected else { throw .disconnected }
         let (id, replaced) = outbox.enqueue(message, priority: priority, durable: durable, coalescingKey: coalescingKey)
         for old in replaced {
             // A newer position took its place: the older one's caller is done.
-            waiters.removeValue(forKey: old)?.resume(returning: .success(Ack(sequence: 0)))
+            let superseded = Result<Ack, IMClientError>.success(Ack(sequence: 0))
+            if let waiter = waiters.removeValue(forKey: old) {
+                waiter.resume(returning: superseded)
+            } else if unclaimed.contains(old) {
+                early[old] = superseded
+            }
         }
         unclaimed.insert(id)
-        if durable, let store = configuration.outboxStore, let entry = outbox.entries.first(where: { $0.id == id }) {
-            try? await store.save(entry)
-            if early[id] != nil { try? await store.remove(id) }
-        }
         if let timeout {
             Task { [weak self] in
                 try? await Task.sleep(for: timeout)
                 await self?.giveUp(id)
             }
+        }
+        pump()
+        return id
+    }
+
+    /// Waits for the ACK of the outbox entry `id` (positive: returned; negative: thrown as
+    /// ``IMClientError/refused(_:_:)``).
+    func outcome(of id: OutboxEntry.ID) async throws(IMClientError) -> Ack {
+        if let store = configuration.outboxStore, let entry = outbox.entry(id), entry.durable {
+            try? await store.save(entry)
+            if early[id] != nil || outbox.entry(id) == nil { try? await store.remove(id) }
         }
         let outcome = await withCheckedContinuation { (waiter: Waiter) in
             unclaimed.remove(id)
@@ -166,12 +187,22 @@ extension IMClient {
                 waiter.resume(returning: outcome)
             } else {
                 waiters[id] = waiter
-                pump()
             }
         }
         let ack = try outcome.get()
         if let code = ack.error { throw .refused(code, ack.errorMessage) }
         return ack
+    }
+
+    /// Queues a chat message and returns at once, in call order with other sends: a
+    /// stream of messages keeps its order without waiting for each ACK. The task finishes
+    /// like ``send(to:content:messageID:)``: with the receipt once the gateway ACKed it.
+    public func post(to user: String, content: IMContent, messageID: String = IMClient.makeMessageID()) throws(IMClientError) -> Task<SendReceipt, any Error> {
+        let id = try enqueue(.chat(ChatSend(to: user, messageID: messageID, content: content)), priority: .chat, durable: true, timeout: configuration.sendTimeout)
+        return Task {
+            let ack = try await self.outcome(of: id)
+            return SendReceipt(messageID: ack.messageID ?? messageID, serverTime: ack.serverTime)
+        }
     }
 
     /// The request `id` ran out of time: out of the outbox, its caller gets
