@@ -112,6 +112,32 @@ struct IMClientEmbeddedTests {
         await client.close()
     }
 
+    @Test("post: messages go out in call order without waiting for ACKs; each task ends with its ACK")
+    func postKeepsOrder() async throws {
+        let network = ScriptedNetwork()
+        let (client, gateway) = try await network.login()
+        var tasks: [Task<IMClient.SendReceipt, any Error>] = []
+        for index in 0..<5 { tasks.append(try await client.post(to: "bob", content: .text("\(index)"), messageID: "o-\(index)")) }
+        var frames: [IMFrame] = []
+        for index in 0..<5 {
+            let (frame, message) = try await gateway.next()
+            guard case .chat(let chat) = message else {
+                Issue.record("expected CHAT, got \(message)")
+                return
+            }
+            #expect(chat.messageID == "o-\(index)", "written in call order")
+            frames.append(frame)
+        }
+        // ACKs in reverse: each task gets its own.
+        for (index, frame) in frames.enumerated().reversed() {
+            try await gateway.write(.ack(Ack(sequence: frame.header.sequence, messageID: "o-\(index)", serverTime: UInt64(100 + index))))
+        }
+        for (index, task) in tasks.enumerated() {
+            #expect(try await task.value == IMClient.SendReceipt(messageID: "o-\(index)", serverTime: UInt64(100 + index)))
+        }
+        await client.close()
+    }
+
     @Test("RATE_LIMITED is not final: the message is sent again after a pause and succeeds")
     func rateLimitedIsRetried() async throws {
         let network = ScriptedNetwork()
