@@ -182,7 +182,7 @@ struct DeviceConnection {
         let deliveries = PendingDeliveries()
         let downlink = Downlink()
         let (uplink, uplinkSink) = AsyncStream.makeStream(of: UplinkJob.self)
-        let (chatAcks, chatAckSink) = AsyncStream.makeStream(of: ChatInFlight.self)
+        let (chatAcks, chatAckSink) = AsyncStream.makeStream(of: InFlight.self)
         await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await downlink.run(writer, sequence: sequence, deliveries: deliveries) }
             group.addTask { try await deliver(session, downlink) }
@@ -353,7 +353,7 @@ struct DeviceConnection {
     /// together (up to the MQTT client's in-flight limit).
     private func publishInOrder(
         _ uplink: AsyncStream<UplinkJob>, _ session: DeviceSession, _ writer: FrameWriter,
-        _ chatAcks: AsyncStream<ChatInFlight>.Continuation
+        _ chatAcks: AsyncStream<InFlight>.Continuation
     ) async throws {
         let location = context.configuration.location
         var limiter = RateLimiter(ratePerSecond: location.maxUpdatesPerSecond, burst: max(1, location.maxUpdatesPerSecond))
@@ -364,13 +364,16 @@ struct DeviceConnection {
             case .subscribe, .unsubscribe, .publish:
                 try await handlePubSub(job, session, writer)
             case .delivered(let origin):
+                // Pipelined like chat: the device's stream of ACKs must not wait for a
+                // PUBACK each.
                 do {
-                    try await session.publishReceipt(.delivered, to: origin.from, messageID: origin.messageID)
+                    let ticket = try await session.startReceipt(.delivered, to: origin.from, messageID: origin.messageID)
+                    chatAcks.yield(.receipt(ticket, messageID: origin.messageID))
                 } catch {
                     logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(origin.messageID)"])
                 }
             case .chat(let chat, let frame):
-                if let inFlight = try await startChat(chat, frame, session, writer) { chatAcks.yield(inFlight) }
+                if let inFlight = try await startChat(chat, frame, session, writer) { chatAcks.yield(.chat(inFlight)) }
             case .receipt(let receipt, let frame):
                 do {
                     try IMIdentifier.validate(receipt.to, kind: .user)
@@ -525,6 +528,14 @@ struct DeviceConnection {
         }
     }
 
+    /// A publish handed to the broker, waiting for its acknowledgement.
+    enum InFlight: Sendable {
+        /// A chat message: ACKed to the device once the broker has it.
+        case chat(ChatInFlight)
+        /// A delivered receipt: only logged if it fails.
+        case receipt(MosquittoClient.PublishTicket, messageID: String)
+    }
+
     /// A chat message handed to the broker, waiting for its acknowledgement.
     struct ChatInFlight: Sendable {
         var chat: ChatSend
@@ -558,9 +569,22 @@ struct DeviceConnection {
     }
 
     /// ACKs each chat message started by ``startChat(_:_:_:_:)`` once the broker has it (in
-    /// order: the broker acknowledges in order), and remembers its id for resends.
-    private func acknowledgeChats(_ inFlight: AsyncStream<ChatInFlight>, _ session: DeviceSession, _ writer: FrameWriter) async throws {
-        for await item in inFlight {
+    /// order: the broker acknowledges in order), and remembers its id for resends; logs a
+    /// delivered receipt the broker did not take.
+    private func acknowledgeChats(_ inFlight: AsyncStream<InFlight>, _ session: DeviceSession, _ writer: FrameWriter) async throws {
+        for await next in inFlight {
+            let item: ChatInFlight
+            switch next {
+            case .chat(let chat):
+                item = chat
+            case .receipt(let ticket, let messageID):
+                do {
+                    try await session.client.completion(of: ticket)
+                } catch {
+                    logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(messageID)"])
+                }
+                continue
+            }
             do {
                 try await session.client.completion(of: item.ticket)
                 await context.dedup.record(user: session.user, id: item.chat.messageID, serverTime: item.serverTime)

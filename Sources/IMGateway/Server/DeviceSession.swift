@@ -92,8 +92,14 @@ final class DeviceSession: Sendable {
     /// A receipt for `messageID`, sent by `to`: "delivered" once this device ACKed the
     /// delivery, "read" when the device says so.
     func publishReceipt(_ kind: ReceiptPayload.Kind, to sender: String, messageID: String) async throws {
+        try await client.completion(of: startReceipt(kind, to: sender, messageID: messageID))
+    }
+
+    /// Starts publishing a receipt (in order with the session's other publishes) without
+    /// waiting for the broker.
+    func startReceipt(_ kind: ReceiptPayload.Kind, to sender: String, messageID: String) async throws -> MosquittoClient.PublishTicket {
         let payload = ReceiptPayload(kind: kind, id: messageID, by: user, device: device, ts: unixMilliseconds())
-        try await client.publish(
+        return try await client.startPublish(
             topic: context.topics.receipts(user: sender), payload: PayloadCodec.encode(payload),
             qos: .atLeastOnce, properties: Self.properties(sender: user, messageID: messageID))
     }
