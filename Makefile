@@ -47,7 +47,7 @@ test: deps
 	$(SWIFT) test --skip-build
 
 unit-test: deps
-	$(SWIFT) test --filter 'MosquittoTests|IMWireTests|IMGatewayTests|IMClientTests'
+	$(SWIFT) test --filter '^(MosquittoTests|IMWireTests|IMGatewayTests|IMClientTests|FaultProxyTests)\.'
 
 integration-test: deps
 	$(SWIFT) test --filter IntegrationTests
