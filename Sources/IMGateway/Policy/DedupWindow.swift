@@ -44,10 +44,15 @@ public struct DedupWindow: Sendable {
     /// once the message was really accepted, so that a failed publish can be retried.
     public mutating func check(sender: String, id: String, now: Double) -> DedupDecision {
         self.sweepIfDue(now: now)
-        guard var window = self.senders[sender] else { return .new }
-        window.expire(before: now - self.maxAge)
-        defer { self.senders[sender] = window.isEmpty ? nil : window }
-        guard let serverTime = window.serverTimes[id] else { return .new }
+        guard let index = self.senders.index(forKey: sender) else { return .new }
+        // Mutated in place (through the dictionary's storage): copying a sender's window out
+        // and back would copy its thousands of ids on every message.
+        self.senders.values[index].expire(before: now - self.maxAge)
+        if self.senders.values[index].isEmpty {
+            self.senders.remove(at: index)
+            return .new
+        }
+        guard let serverTime = self.senders.values[index].serverTimes[id] else { return .new }
         return .duplicate(serverTime: serverTime)
     }
 
@@ -55,10 +60,11 @@ public struct DedupWindow: Sendable {
     /// given, for ACKs of resends). Recording an id again keeps the first record.
     public mutating func record(sender: String, id: String, serverTime: UInt64? = nil, now: Double) {
         self.sweepIfDue(now: now)
-        var window = self.senders[sender] ?? SenderWindow()
-        window.expire(before: now - self.maxAge)
-        window.insert(id, serverTime: serverTime, at: now, limit: self.maxIDsPerSender)
-        self.senders[sender] = window
+        let cutoff = now - self.maxAge
+        let limit = self.maxIDsPerSender
+        // In place, like `check`: no copy of the sender's window per message.
+        self.senders[sender, default: SenderWindow()].expire(before: cutoff)
+        self.senders[sender, default: SenderWindow()].insert(id, serverTime: serverTime, at: now, limit: limit)
     }
 
     /// Forgets every id older than ``maxAge`` and every sender left without ids.
