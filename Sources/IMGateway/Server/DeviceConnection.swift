@@ -202,21 +202,18 @@ struct DeviceConnection {
                 try await publishInOrder(uplink, session, writer, chatAckSink)
             }
             group.addTask { try await acknowledgeChats(chatAcks, session, writer) }
-            group.addTask {
-                // A device that stops ACKing holds its session's writes (ack-through):
-                // past the delivery ACK timeout the connection is dropped, and the broker
-                // redelivers what it did not ACK when the device comes back.
-                let timeout = Duration.seconds(context.configuration.limits.deliveryAckTimeout)
-                while !Task.isCancelled {
-                    try await Task.sleep(for: .seconds(1))
-                    if let age = deliveries.oldestAge, age > timeout {
-                        logger.notice("delivery not ACKed in time: closing", metadata: ["waited": "\(age)"])
-                        try? await writer.send(.kick(Kick(reason: .idleTimeout, message: "delivery not acknowledged within \(timeout)")))
-                        try? await channel.close()
-                        return
-                    }
+            // A device that stops ACKing holds its session's writes (ack-through): past the
+            // delivery ACK timeout the connection is dropped, and the broker redelivers
+            // what it did not ACK when the device comes back.
+            let watch = context.deliveryWatchdog.watch(deliveries) { [logger] age in
+                logger.notice("delivery not ACKed in time: closing", metadata: ["waited": "\(age)"])
+                Task {
+                    let timeout = context.deliveryWatchdog.timeout
+                    try? await writer.send(.kick(Kick(reason: .idleTimeout, message: "delivery not acknowledged within \(timeout)")))
+                    try? await channel.close()
                 }
             }
+            defer { context.deliveryWatchdog.forget(watch) }
             group.addTask {
                 // The MQTT connection ending (broker gone, session taken over at the
                 // broker) ends the device connection: the device reconnects.

@@ -50,7 +50,7 @@ final class DeviceSession: Sendable {
     /// deliveries must already flow to the device before `subscribeAndAnnounce()` is
     /// awaited.
     func connect() async throws -> Bool {
-        try await client.connect().sessionPresent
+        try await context.connectGate.run { try await client.connect().sessionPresent }
     }
 
     /// Subscribes to the device's inbox and receipts and publishes "online" (retained).

@@ -14,6 +14,10 @@ final class GatewayContext: Sendable {
     let dedup: DedupStore
     let statistics = GatewayStatistics()
     let shares: LocationShareDirectory
+    let deliveryWatchdog: DeliveryWatchdog
+    /// At most this many MQTT connects in progress: a login storm must not overflow the
+    /// broker's listen backlog (mosquitto: 100).
+    let connectGate: ConcurrencyGate
     let gatewayID: String
     let logger: Logger
 
@@ -26,6 +30,8 @@ final class GatewayContext: Sendable {
         self.gatewayID = configuration.gatewayID
         self.dedup = DedupStore()
         self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))
+        self.deliveryWatchdog = DeliveryWatchdog(timeout: .seconds(configuration.limits.deliveryAckTimeout))
+        self.connectGate = ConcurrencyGate(limit: 64)
         self.logger = logger
     }
 }

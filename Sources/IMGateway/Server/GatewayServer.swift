@@ -85,7 +85,9 @@ public final class GatewayServer: Service, Sendable {
                 let stats = Task { await StatsPublisher(context: context).run() }
                 let shares = Task { await LocationShareDirectory.follow(context.shares, context: context) }
                 let metrics = Task { try await self.metrics?.run() }
+                let watchdog = Task { await context.deliveryWatchdog.run() }
                 defer {
+                    watchdog.cancel()
                     stats.cancel()
                     shares.cancel()
                     metrics.cancel()
