@@ -714,6 +714,11 @@ struct FrameWriter: Sendable {
         try await outbound.write(frame)
     }
 
+    /// Writes frames in order with one flush.
+    func write(contentsOf frames: [IMFrame]) async throws {
+        try await outbound.write(contentsOf: frames)
+    }
+
     /// Sends a message with the next sequence number; a reply echoes the request's
     /// session id.
     func send(_ message: IMMessage, replyingTo request: IMFrame? = nil) async throws {

@@ -50,19 +50,35 @@ final class Downlink: Sendable {
     /// Writes queued frames in priority order until `finish()` (or cancellation).
     func run(_ writer: FrameWriter, sequence: OutboundSequence, deliveries: PendingDeliveries) async throws {
         while !Task.isCancelled {
-            guard let entry = await next() else { return }
-            let number = sequence.next()
-            if let deliveryID = entry.deliveryID { deliveries.insert(number, deliveryID, origin: entry.origin) }
+            // What is queued goes out together, in one write and one flush (a burst of
+            // deliveries costs one system call, not one each).
+            let batch = await next(upTo: Self.batchSize)
+            guard !batch.isEmpty else { return }
+            let timestamp = unixSeconds()
+            let frames = batch.map { entry in
+                let number = sequence.next()
+                if let deliveryID = entry.deliveryID { deliveries.insert(number, deliveryID, origin: entry.origin) }
+                return entry.message.frame(sequence: number, timestamp: timestamp, sessionID: writer.sessionID)
+            }
             // Suspends while the channel is not writable: the queue absorbs the backlog.
-            try await writer.write(entry.message.frame(sequence: number, timestamp: unixSeconds(), sessionID: writer.sessionID))
+            try await writer.write(contentsOf: frames)
         }
     }
 
-    private func next() async -> Entry? {
+    /// Frames written at most in one batch: small enough that a newer presence or
+    /// position can still replace a queued one while the socket is slow.
+    static let batchSize = 32
+
+    /// The next entries in priority order (at least one), or none once finished.
+    private func next(upTo limit: Int) async -> [Entry] {
         while true {
-            let (entry, finished) = state.withLock { ($0.queue.dequeue(), $0.finished) }
-            if let entry { return entry }
-            if finished { return nil }
+            let (entries, finished) = state.withLock { state -> ([Entry], Bool) in
+                var entries: [Entry] = []
+                while entries.count < limit, let entry = state.queue.dequeue() { entries.append(entry) }
+                return (entries, state.finished)
+            }
+            if !entries.isEmpty { return entries }
+            if finished { return [] }
             await withTaskCancellationHandler {
                 await withCheckedContinuation { continuation in
                     let ready = state.withLock { state -> Bool in
@@ -75,7 +91,7 @@ final class Downlink: Sendable {
             } onCancel: {
                 self.finish()
             }
-            if Task.isCancelled { return nil }
+            if Task.isCancelled { return [] }
         }
     }
 }
