@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "imgw", targets: ["imgw"]),
         .library(name: "IMClient", targets: ["IMClient"]),
         .executable(name: "imcli", targets: ["imcli"]),
+        .executable(name: "imbench", targets: ["imbench"]),
         .library(name: "FaultProxy", targets: ["FaultProxy"]),
     ],
     dependencies: [
@@ -23,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
     targets: [
         // System libraries (apt providers so `swift build` names the missing package).
@@ -94,6 +96,21 @@ let package = Package(
             dependencies: [
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // Benchmarks: the gateway against the direct MQTT path in the same run.
+        .executableTarget(
+            name: "imbench",
+            dependencies: [
+                "IMGateway",
+                "IMClient",
+                "IMWire",
+                "Mosquitto",
+                "FaultProxy",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
             ]
         ),
         // The command-line client (IMGateway only for the configuration and dev tokens).

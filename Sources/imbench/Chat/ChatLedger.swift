@@ -1,0 +1,175 @@
+import Histogram
+import Synchronization
+
+/// The accounting of one chat phase (gateway or direct): per pair what was sent, ACKed by
+/// the gateway or broker, refused, and received; latency (receive − send) in an
+/// HdrHistogram; duplicates; and, after the drain, loss: messages ACKed to the sender and
+/// never received.
+///
+/// It also keeps the window end to end: a message holds its sender's window slot until it
+/// is both ACKed (by the gateway or broker) and received. The ACK alone comes from the
+/// broker, not from the receiver, so a window of ACKs lets a sender outrun its receiver and
+/// the broker's queue (and the latency) grow without bound.
+///
+/// Shared by senders and receivers (a lock, uncontended: each phase's clients run on one
+/// thread).
+final class ChatLedger: Sendable {
+    /// Running counts, for the progress line.
+    struct Totals: Sendable {
+        var sent = 0
+        var acked = 0
+        var refused = 0
+        var received = 0
+        var duplicates = 0
+        var p99Milliseconds = 0.0
+    }
+
+    /// The final figures of a phase.
+    struct Report: Sendable {
+        var totals: Totals
+        /// ACKed, never received.
+        var lost: Int
+        /// Sent, neither ACKed nor refused (publish failed, or still in flight at the end).
+        var unacknowledged: Int
+        /// Latency percentiles and extremes, milliseconds.
+        var p50: Double
+        var p90: Double
+        var p99: Double
+        var p999: Double
+        var max: Double
+        var mean: Double
+        /// The first refusal or failure seen, if any.
+        var firstError: String?
+    }
+
+    private struct Pair {
+        var sent = 0
+        var acked = Bitset()
+        var ackedCount = 0
+        var refused = 0
+        var received = Bitset()
+        var receivedCount = 0
+        var duplicates = 0
+    }
+
+    private struct State {
+        var pairs: [Pair]
+        /// Direct-path publishers waiting for a message to arrive: pair << 32 | sequence.
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var histogram = Histogram<UInt64>(
+            lowestDiscernibleValue: 1, highestTrackableValue: 120_000_000, numberOfSignificantValueDigits: .three)
+        var firstError: String?
+        var waitersReleased = false
+    }
+
+    private let state: Mutex<State>
+
+    init(pairs: Int) {
+        state = Mutex(State(pairs: Array(repeating: Pair(), count: pairs)))
+    }
+
+    /// A message of `pair` left the sender.
+    @inline(__always)
+    func sent(pair: Int) {
+        state.withLock { $0.pairs[pair].sent += 1 }
+    }
+
+    /// The gateway (or broker) accepted message `sequence` of `pair`. Returns true when the
+    /// message was received already (it no longer holds a window slot).
+    @discardableResult
+    func acked(pair: Int, sequence: Int) -> Bool {
+        state.withLock { state in
+            if state.pairs[pair].acked.insert(sequence) { state.pairs[pair].ackedCount += 1 }
+            return state.pairs[pair].received.contains(sequence)
+        }
+    }
+
+    /// Returns once message `sequence` of `pair` was received, or ``releaseWaiters()`` was called.
+    func awaitReceipt(pair: Int, sequence: Int) async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Bool in
+                if state.pairs[pair].received.contains(sequence) || state.waitersReleased { return true }
+                state.waiters[pair << 32 | sequence] = continuation
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    /// Resumes every ``awaitReceipt(pair:sequence:)`` (messages that will never arrive).
+    func releaseWaiters() {
+        let waiters = state.withLock { state in
+            state.waitersReleased = true
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// The gateway refused a message of `pair` (negative ACK), or the publish failed.
+    func refused(pair: Int, reason: String) {
+        state.withLock { state in
+            state.pairs[pair].refused += 1
+            if state.firstError == nil { state.firstError = reason }
+        }
+    }
+
+    /// The receiver of `pair` got message `sequence`, sent at `sentAt` (monotonic ns).
+    /// Returns true when this first copy completes a message that was ACKed already (its
+    /// window slot is free now).
+    @discardableResult
+    func received(pair: Int, sequence: Int, sentAt: UInt64, now: UInt64) -> Bool {
+        let micros = now > sentAt ? (now - sentAt) / 1000 : 0
+        let (completes, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
+            guard state.pairs[pair].received.insert(sequence) else {
+                state.pairs[pair].duplicates += 1
+                return (false, nil)
+            }
+            state.pairs[pair].receivedCount += 1
+            _ = state.histogram.record(Swift.max(1, Swift.min(micros, 120_000_000)))
+            let waiter = state.waiters.isEmpty ? nil : state.waiters.removeValue(forKey: pair << 32 | sequence)
+            return (state.pairs[pair].acked.contains(sequence), waiter)
+        }
+        waiter?.resume()
+        return completes
+    }
+
+    /// Counts so far.
+    func totals() -> Totals {
+        state.withLock { state in
+            var totals = Totals()
+            for pair in state.pairs {
+                totals.sent += pair.sent
+                totals.acked += pair.ackedCount
+                totals.refused += pair.refused
+                totals.received += pair.receivedCount
+                totals.duplicates += pair.duplicates
+            }
+            totals.p99Milliseconds = Double(state.histogram.valueAtPercentile(99)) / 1000
+            return totals
+        }
+    }
+
+    /// True when every message sent was ACKed or refused, and every ACKed one received.
+    func isDrained() -> Bool {
+        state.withLock { state in
+            state.pairs.allSatisfy { pair in
+                pair.sent == pair.ackedCount + pair.refused && pair.acked.countMissing(from: pair.received) == 0
+            }
+        }
+    }
+
+    /// The final figures (call after the drain).
+    func report() -> Report {
+        let totals = totals()
+        return state.withLock { state in
+            let lost = state.pairs.reduce(0) { $0 + $1.acked.countMissing(from: $1.received) }
+            let unacknowledged = state.pairs.reduce(0) { $0 + $1.sent - $1.ackedCount - $1.refused }
+            let h = state.histogram
+            func ms(_ percentile: Double) -> Double { Double(h.valueAtPercentile(percentile)) / 1000 }
+            return Report(
+                totals: totals, lost: lost, unacknowledged: unacknowledged, p50: ms(50), p90: ms(90), p99: ms(99),
+                p999: ms(99.9), max: Double(h.max) / 1000, mean: h.mean / 1000, firstError: state.firstError)
+        }
+    }
+}

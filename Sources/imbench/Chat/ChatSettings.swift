@@ -1,0 +1,20 @@
+/// The chat workload, the same for the gateway and the direct path.
+struct ChatSettings: Sendable {
+    /// How long senders send.
+    var seconds: Double
+    /// Sender → receiver pairs.
+    var pairs: Int
+    /// Total messages per second over all pairs; nil: as fast as the window allows.
+    var rate: Double?
+    /// Messages a sender keeps unacknowledged at most.
+    var window: Int
+    /// 1 or 2.
+    var qos: Int
+    /// Message content bytes.
+    var size: Int
+    /// How long to wait after the senders stop for what is in flight.
+    var drainSeconds: Double
+
+    /// Messages per second per pair, with a rate.
+    var ratePerPair: Double? { rate.map { $0 / Double(pairs) } }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import IMGateway
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An `imgw` process started for one run: its configuration in the run's temporary
+/// directory points at the broker, listens on a free loopback port, metrics and stats off.
+final class BenchGateway: Sendable {
+    /// Where devices connect.
+    let endpoint: HostPort
+    /// The running gateway.
+    let process: ChildProcess
+    /// What it printed last.
+    let output: OutputTail
+
+    private init(endpoint: HostPort, process: ChildProcess, output: OutputTail) {
+        self.endpoint = endpoint
+        self.process = process
+        self.output = output
+    }
+
+    /// The `imgw` binary next to this executable (`swift build --product imgw` puts both in
+    /// the same directory).
+    static func defaultExecutable() -> String {
+        let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return me.deletingLastPathComponent().appendingPathComponent("imgw").path
+    }
+
+    /// The configuration: broker, listener, secret; metrics, stats and info logs off
+    /// (the benchmark should measure the gateway's work, not its logging);
+    /// `extraLines` are appended as they are (YAML).
+    static func configuration(broker: HostPort, listen: Int, secret: String, extraLines: [String]) -> String {
+        ([
+            "# Written by imbench for one run.",
+            "gateway_id: imbench",
+            "listen:",
+            "  host: 127.0.0.1",
+            "  port: \(listen)",
+            "broker:",
+            "  url: mqtt://\(broker.host):\(broker.port)",
+            "auth:",
+            "  jwt_secret: \(secret)",
+            "metrics:",
+            "  enabled: false",
+            "stats_interval: 0",
+            "log_level: notice",
+        ] + extraLines).joined(separator: "\n") + "\n"
+    }
+
+    /// Starts imgw and returns once its listener accepts connections.
+    static func start(
+        executable: String, broker: HostPort, secret: String, in directory: URL, extraLines: [String] = [], echo: Bool
+    ) async throws -> BenchGateway {
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw BenchError(
+                "imgw not found at \(executable): build it into the same scratch path "
+                    + "(swift build -c release --product imgw) or pass --imgw PATH")
+        }
+        let port = HostPort.freeLoopbackPort()
+        let text = configuration(broker: broker, listen: port, secret: secret, extraLines: extraLines)
+        do {
+            try GatewayConfiguration.parse(yaml: text).validate()
+        } catch {
+            throw BenchError("the imgw configuration imbench wrote is invalid: \(error)")
+        }
+        let config = directory.appendingPathComponent("imgw-\(port).yaml")
+        try text.write(to: config, atomically: true, encoding: .utf8)
+        let process = try ChildProcess(executable: executable, arguments: ["serve", "--config", config.path])
+        ChildRegistry.shared.track(process)
+        let output = OutputTail(prefix: "[imgw] ", echo: echo)
+        _ = await output.follow(process, until: nil, within: 0)
+        let endpoint = HostPort(host: "127.0.0.1", port: port)
+        let deadline = MonotonicClock.nanoseconds() + 20_000_000_000
+        while MonotonicClock.nanoseconds() < deadline {
+            if process.hasExited { break }
+            if endpoint.acceptsConnections() {
+                return BenchGateway(endpoint: endpoint, process: process, output: output)
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        await ChildRegistry.stop(process, grace: 1)
+        ChildRegistry.shared.forget(process)
+        try? await Task.sleep(for: .milliseconds(100))
+        throw BenchError("imgw did not start (\(executable) serve --config \(config.path)): \(output.last())")
+    }
+
+    /// SIGTERM (graceful: devices are told, sessions end with their wills), SIGKILL after
+    /// `grace` seconds.
+    func stop(grace: Double = 10) async {
+        await ChildRegistry.stop(process, grace: grace)
+        ChildRegistry.shared.forget(process)
+    }
+}

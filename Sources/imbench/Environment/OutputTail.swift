@@ -1,0 +1,62 @@
+import IMGateway
+import Synchronization
+
+/// The last lines a child process printed (for error messages), optionally echoed to stderr,
+/// and a wait for a line that says it is ready.
+final class OutputTail: Sendable {
+    private let lines = Mutex<[String]>([])
+    private let limit: Int
+    private let prefix: String
+    private let echo: Bool
+
+    /// - Parameters:
+    ///   - prefix: Put before each echoed line, e.g. `[imgw] `.
+    ///   - echo: Copy every line to stderr.
+    init(prefix: String, echo: Bool, limit: Int = 200) {
+        self.prefix = prefix
+        self.echo = echo
+        self.limit = limit
+    }
+
+    /// Reads `process`'s output for as long as it runs; returns once a line contains
+    /// `marker` (true), or the output ended or `seconds` passed (false). Reading goes on
+    /// after the return.
+    func follow(_ process: ChildProcess, until marker: String?, within seconds: Double) async -> Bool {
+        let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
+        Task { [self] in
+            for await line in process.lines {
+                append(line)
+                if let marker, line.contains(marker) { readySink.yield(true) }
+            }
+            readySink.yield(false)
+        }
+        guard marker != nil else { return true }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await value in ready { return value }
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(seconds))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            readySink.finish()
+            return first
+        }
+    }
+
+    private func append(_ line: String) {
+        if echo { Log.info(prefix + line) }
+        lines.withLock { lines in
+            lines.append(line)
+            if lines.count > limit { lines.removeFirst(lines.count - limit) }
+        }
+    }
+
+    /// The last `count` lines, joined with " | ".
+    func last(_ count: Int = 8) -> String {
+        lines.withLock { $0.suffix(count).joined(separator: " | ") }
+    }
+}
