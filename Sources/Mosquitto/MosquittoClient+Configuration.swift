@@ -32,7 +32,10 @@ extension MosquittoClient {
         /// slot, so libmosquitto's unbounded queue never grows past this. Default 128.
         public var maxInflightPublishes: Int
         /// v5 receive maximum advertised to the broker (QoS 1/2 it may send us
-        /// unacknowledged). Default 20, libmosquitto's.
+        /// unacknowledged). Default 20, libmosquitto's. Advertised only: mosquitto 2.0.11
+        /// exceeds it once messages queue up for the client, so with libmosquitto 2.0 the
+        /// client accepts more rather than dropping the connection (see
+        /// `MosquittoClient.tolerateReceiveMaximumOverrun`).
         public var receiveMaximum: UInt16
         /// How received QoS 1 messages are acknowledged to the broker.
         public var acknowledgement: Acknowledgement

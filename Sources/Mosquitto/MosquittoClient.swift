@@ -518,6 +518,50 @@ public actor MosquittoClient {
     /// (plus the TLS setup) happen here, never on the loop thread.
     private static func startConnect(_ handle: Handle, _ configuration: Configuration) -> Int32 {
         let mosq = handle.raw
+        if configuration.protocolVersion == .v5 {
+            // The CONNECT built below advertises this value (a previous connect left
+            // libmosquitto's own limit raised, see `tolerateReceiveMaximumOverrun`).
+            let rc = mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.receiveMaximum))
+            if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) { return rc }
+        }
+        let rc = connectAsync(mosq, configuration)
+        if rc == Int32(MOSQ_ERR_SUCCESS.rawValue) && configuration.protocolVersion == .v5 {
+            tolerateReceiveMaximumOverrun(mosq)
+        }
+        return rc
+    }
+
+    /// Lets libmosquitto accept more unacknowledged QoS 1/2 messages than the receive
+    /// maximum the CONNECT just built advertises.
+    ///
+    /// mosquitto 2.0.11 (the broker of Debian bookworm) exceeds a client's receive
+    /// maximum whenever messages are queued for it: on each PUBACK/PUBCOMP,
+    /// `db__message_delete_outgoing` (src/database.c) counts only the in-flight messages
+    /// ahead of the acknowledged one and moves up to receive-maximum queued messages into
+    /// flight on top of those still unacknowledged (upstream #2301). libmosquitto 2.0
+    /// answers a PUBLISH beyond its receive quota with MOSQ_ERR_PROTOCOL and closes the
+    /// socket without a DISCONNECT (lib/handle_publish.c). QoS 1 never runs out (the quota
+    /// comes back as the PUBACK is queued, inside the same read); QoS 2 does, because the
+    /// quota comes back only with PUBREL: a QoS 2 subscriber with a backlog at the broker
+    /// was disconnected.
+    ///
+    /// libmosquitto uses one field for both what CONNECT advertises and what it enforces.
+    /// `mosquitto_connect_bind_async` has already queued CONNECT with the configured value
+    /// when it returns MOSQ_ERR_SUCCESS (lib/connect.c `mosquitto__reconnect` calls
+    /// `send__connect`), and the quota is reset from that field only when CONNACK is
+    /// handled (`message__reconnect_reset`, in `mosquitto_loop_read` on the loop thread,
+    /// which keeps off the handle until this returns). Raising the field now keeps the
+    /// advertised value and lifts the local limit to 65,535 (every packet id), so the
+    /// broker's normal flow control still applies and its overrun is absorbed. Only for
+    /// libmosquitto 2.0.x, where that sequence was checked; elsewhere the limit stays.
+    private static func tolerateReceiveMaximumOverrun(_ mosq: OpaquePointer) {
+        guard MosquittoLibrary.version.major == 2 && MosquittoLibrary.version.minor == 0 else { return }
+        // 0 means UINT16_MAX (lib/options.c).
+        _ = mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, 0)
+    }
+
+    /// The connect proper (name resolution, non-blocking TCP connect, CONNECT queued).
+    private static func connectAsync(_ mosq: OpaquePointer, _ configuration: Configuration) -> Int32 {
         if configuration.protocolVersion == .v5 && configuration.sessionExpiryInterval > 0 {
             var list: OpaquePointer? = nil
             let added = mosquitto_property_add_int32(&list, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), configuration.sessionExpiryInterval)
@@ -734,3 +778,4 @@ private let onUnsubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPoint
     _, userdata, mid, _ in
     client(userdata).assumeIsolated { $0.handleUnsubscribed(mid) }
 }
+

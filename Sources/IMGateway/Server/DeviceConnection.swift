@@ -552,11 +552,6 @@ struct DeviceConnection {
         let serverTime = unixMilliseconds()
         do {
             let ticket = try await session.startChat(chat, serverTime: serverTime)
-            if chat.qos == .exactlyOnce {
-                // QoS 2 is not pipelined: many QoS 2 publishes in flight stalled a QoS 2
-                // subscriber in a test (docs/PERFORMANCE.md); one at a time never did.
-                try await session.client.completion(of: ticket)
-            }
             return ChatInFlight(chat: chat, frame: frame, serverTime: serverTime, ticket: ticket)
         } catch {
             logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(chat.messageID)"])

@@ -1,0 +1,91 @@
+import Mosquitto
+import Testing
+
+/// mosquitto 2.0.11 (Debian bookworm) does not keep to the receive maximum a client
+/// advertises once messages queue up for it: on every PUBACK/PUBCOMP,
+/// `db__message_delete_outgoing` (src/database.c) counts only the in-flight messages
+/// *before* the acknowledged one and moves up to receive-maximum queued messages into
+/// flight on top of those still unacknowledged (upstream #2301). libmosquitto 2.0.x
+/// treats a QoS 1/2 PUBLISH beyond its receive quota as a protocol error and closes the
+/// socket (lib/handle_publish.c, "FIXME - should send a DISCONNECT here"). QoS 1 never
+/// hits it (the quota is given back as the PUBACK is queued); QoS 2 does (the quota
+/// comes back only with PUBREL), so a QoS 2 subscriber with a backlog at the broker got
+/// disconnected with MOSQ_ERR_PROTOCOL.
+@Suite("Receive maximum overrun by the broker", .timeLimit(.minutes(3)))
+struct ReceiveMaximumTests {
+    /// Deterministic: the broker holds 3 windows for an offline session and sends the
+    /// first window on reconnect. Every packet below is ordered by TCP: the client's
+    /// five PUBRECs reach the broker before its first PUBCOMP, so all five PUBRELs go out
+    /// before anything else; the five PUBCOMPs then reach the broker before any PUBREC
+    /// for a later message, and each of them moves a whole window into flight (2.0.11
+    /// counts only the in-flight messages ahead of the acknowledged one, none). So the
+    /// client reads two windows of PUBLISH before the first PUBREL for them: twice its
+    /// receive maximum.
+    @Test("a QoS 2 subscriber survives the broker sending more than its receive maximum")
+    func brokerOverrunsReceiveMaximum() async throws {
+        let broker = try await TestBroker.start()
+        let window = 5
+        let total = 3 * window
+        let id = "overrun-\(UInt32.random(in: 0...UInt32.max))"
+        let subscriber = makeClient(broker, id: id) {
+            $0.cleanStart = false
+            $0.sessionExpiryInterval = 600
+            $0.receiveMaximum = UInt16(window)
+        }
+        let events = Collector(subscriber.events)
+        let inbox = try await connected(subscriber)
+        try await subscriber.subscribe("overrun/#", qos: .exactlyOnce)
+        try await subscriber.disconnect()
+
+        let publisher = makeClient(broker)
+        try await publisher.connect()
+        for index in 0..<total {
+            // Returns on PUBCOMP: the broker has queued it for the offline session.
+            try await publisher.publish(topic: "overrun/x", payload: Array("\(index)".utf8), qos: .exactlyOnce)
+        }
+        await publisher.close()
+
+        #expect(try await subscriber.connect().sessionPresent)
+        for index in 0..<total {
+            #expect(try await inbox.next(within: 10, "message \(index)").payloadString == "\(index)")
+        }
+        #expect(await subscriber.state == .connected)
+        let seen = await events.pending
+        let drops = seen.filter { if case .disconnected(let reason) = $0 { reason != .normal } else { false } }
+        #expect(drops.isEmpty, "the connection dropped: \(drops)")
+        await subscriber.close()
+    }
+
+    /// The overrun is absorbed locally only: CONNECT still advertises the configured
+    /// receive maximum, so the broker's normal flow control (what bounds the messages
+    /// piling up while acknowledgements are held, for ack-through) stays.
+    @Test("the broker still keeps to the advertised receive maximum while acknowledgements are held")
+    func advertisedReceiveMaximumStillBoundsTheBroker() async throws {
+        let broker = try await TestBroker.start()
+        let window = 5
+        let subscriber = makeClient(broker) {
+            $0.receiveMaximum = UInt16(window)
+            $0.acknowledgement = .manual
+        }
+        let inbox = try await connected(subscriber)
+        try await subscriber.subscribe("bounded/q1", qos: .atLeastOnce)
+        try await subscriber.subscribe("bounded/marker", qos: .atMostOnce)
+        let publisher = makeClient(broker)
+        try await publisher.connect()
+        for index in 0..<(3 * window) {
+            try await publisher.publish(topic: "bounded/q1", payload: Array("\(index)".utf8), qos: .atLeastOnce)
+        }
+        // QoS 0 is not subject to the window: the broker writes it right after whatever
+        // QoS 1 it was allowed to send, and the subscriber holds every PUBACK.
+        try await publisher.publish(topic: "bounded/marker", string: "marker", qos: .atMostOnce)
+        var before: [String] = []
+        while true {
+            let message = try await inbox.next(within: 10, "the marker")
+            if message.topic == "bounded/marker" { break }
+            before.append(message.payloadString)
+        }
+        #expect(before == (0..<window).map { "\($0)" }, "QoS 1 messages sent before the marker")
+        await publisher.close()
+        await subscriber.close()
+    }
+}
