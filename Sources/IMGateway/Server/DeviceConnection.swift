@@ -545,7 +545,7 @@ struct DeviceConnection {
     /// was already accepted is ACKed at once without publishing again, a refused one gets
     /// its negative ACK. Returns what ``acknowledgeChats(_:_:_:)`` then waits for.
     private func startChat(_ chat: ChatSend, _ frame: IMFrame, _ session: DeviceSession, _ writer: FrameWriter) async throws -> ChatInFlight? {
-        if let earlier = await context.dedup.accepted(user: session.user, id: chat.messageID) {
+        if let earlier = context.dedup.accepted(user: session.user, id: chat.messageID) {
             try await writer.reply(Ack(sequence: frame.header.sequence, messageID: chat.messageID, serverTime: earlier), to: frame)
             return nil
         }
@@ -579,7 +579,7 @@ struct DeviceConnection {
             }
             do {
                 try await session.client.completion(of: item.ticket)
-                await context.dedup.record(user: session.user, id: item.chat.messageID, serverTime: item.serverTime)
+                context.dedup.record(user: session.user, id: item.chat.messageID, serverTime: item.serverTime)
                 try await writer.reply(Ack(sequence: item.frame.header.sequence, messageID: item.chat.messageID, serverTime: item.serverTime), to: item.frame)
             } catch let error as MosquittoError {
                 logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(item.chat.messageID)"])

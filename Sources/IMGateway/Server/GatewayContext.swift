@@ -45,20 +45,23 @@ final class GatewayStatistics: Sendable {
 }
 
 /// Message ids each user's devices already had accepted (PROTOCOL.md: a resend of an
-/// accepted id is ACKed without publishing again).
-actor DedupStore {
-    private var window = DedupWindow()
+/// accepted id is ACKed without publishing again). A lock, not an actor: checked and
+/// recorded for every chat message, it must not cost two task hops each.
+final class DedupStore: Sendable {
+    private let window = Mutex(DedupWindow())
 
     /// The server time of the earlier acceptance if `id` from `user` was accepted before.
     func accepted(user: String, id: String) -> UInt64? {
-        switch window.check(sender: user, id: id, now: Date.now.timeIntervalSince1970) {
+        let now = Date.now.timeIntervalSince1970
+        switch window.withLock({ $0.check(sender: user, id: id, now: now) }) {
         case .duplicate(let serverTime): return serverTime ?? unixMilliseconds()
         case .new: return nil
         }
     }
 
     func record(user: String, id: String, serverTime: UInt64) {
-        window.record(sender: user, id: id, serverTime: serverTime, now: Date.now.timeIntervalSince1970)
+        let now = Date.now.timeIntervalSince1970
+        window.withLock { $0.record(sender: user, id: id, serverTime: serverTime, now: now) }
     }
 }
 
