@@ -164,6 +164,20 @@ struct PayloadTests {
         }
     }
 
+    @Test("a delivered receipt for several messages lists them in ids and becomes one notice each")
+    func coalescedReceipt() throws {
+        let many = ReceiptPayload(kind: .delivered, ids: ["m-1", "m-2", "m-3"], by: "bob", device: "phone", ts: 9)
+        #expect(Self.json(many) == #"{"by":"bob","device":"phone","id":"m-1","ids":["m-1","m-2","m-3"],"kind":"delivered","ts":9}"#)
+        let decoded = try PayloadCodec.decode(ReceiptPayload.self, from: PayloadCodec.encode(many))
+        #expect(try decoded.notices().map(\.messageID) == ["m-1", "m-2", "m-3"])
+        #expect(try decoded.notices().allSatisfy { $0.from == "bob" && $0.kind == .delivered && $0.serverTime == 9 })
+        // One id: no `ids` key, as before.
+        #expect(!Self.json(ReceiptPayload(kind: .delivered, ids: ["m-1"], by: "bob", ts: 9)).contains("ids"))
+        // A bad id anywhere in the list refuses the whole payload.
+        let bad = try PayloadCodec.decode(ReceiptPayload.self, from: Array(#"{"by":"bob","id":"m-1","ids":["m-1",""],"kind":"delivered","ts":1}"#.utf8))
+        #expect(throws: PayloadError.invalidField("id", value: "")) { try bad.notices() }
+    }
+
     @Test("stats use snake_case keys")
     func stats() throws {
         let stats = StatsPayload(

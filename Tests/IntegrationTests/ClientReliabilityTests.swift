@@ -127,6 +127,7 @@ struct ClientReliabilityTests {
         let bobFirst = try await Self.client("bob", port: gateway.port)
         await bobFirst.close()
         let alice = try await Self.client("alice", port: gateway.port)
+        let aliceEvents = Collector(alice.events)
         let ids = (0..<70).map { "b-\($0)" }
         for id in ids { try await alice.send(to: "bob", text: id, messageID: id) }
 
@@ -139,6 +140,16 @@ struct ClientReliabilityTests {
         #expect(Array(batches.joined()) == ids, "all of them, once, in order")
         #expect(batches.allSatisfy { $0.count <= 30 })
         #expect(batches.count <= 5, "a backlog comes in a few batches, not 70 updates: \(batches.map(\.count))")
+
+        // bob's device ACKed them all: alice hears "delivered" for each one, once (the
+        // gateway coalesces the receipts of a burst of ACKs into fewer MQTT messages).
+        var delivered: [String] = []
+        while delivered.count < ids.count {
+            if case .receipt(let receipt) = try await aliceEvents.next(within: 30, "delivered receipts"), receipt.kind == .delivered {
+                delivered.append(receipt.messageID)
+            }
+        }
+        #expect(delivered.sorted() == ids.sorted())
 
         await alice.close()
         await bob.logout()

@@ -199,7 +199,7 @@ struct DeviceConnection {
             } }
             group.addTask {
                 defer { chatAckSink.finish() }
-                try await publishInOrder(uplink, session, writer, chatAckSink)
+                try await publishInOrder(uplink, session, writer, deliveries, chatAckSink)
             }
             group.addTask { try await acknowledgeChats(chatAcks, session, writer) }
             // A device that stops ACKing holds its session's writes (ack-through): past the
@@ -272,8 +272,10 @@ struct DeviceConnection {
         case .ack(let ack):
             if let (deliveryID, origin) = deliveries.remove(ack.sequence) {
                 await session.client.acknowledge(deliveryID: deliveryID)
-                if let origin {
-                    uplink.yield(.delivered(origin))
+                if let origin, deliveries.noteDelivered(origin) {
+                    // The first of a run: the uplink worker takes every one noted until it
+                    // gets there, one receipt publish per sender.
+                    uplink.yield(.delivered)
                 }
             }
         case .chat(let chat):
@@ -336,8 +338,9 @@ struct DeviceConnection {
         case subscribe(Subscribe, IMFrame)
         case unsubscribe(Unsubscribe, IMFrame)
         case publish(Publish, IMFrame)
-        /// The device ACKed a chat delivery: tell the sender (no reply to the device).
-        case delivered(PendingDeliveries.Origin)
+        /// The device ACKed chat deliveries (``PendingDeliveries/takeDelivered()``): tell
+        /// their senders (no reply to the device).
+        case delivered
     }
 
     /// Runs the device's requests that need the broker one after the other (chat order
@@ -350,7 +353,7 @@ struct DeviceConnection {
     /// together (up to the MQTT client's in-flight limit).
     private func publishInOrder(
         _ uplink: AsyncStream<UplinkJob>, _ session: DeviceSession, _ writer: FrameWriter,
-        _ chatAcks: AsyncStream<InFlight>.Continuation
+        _ deliveries: PendingDeliveries, _ chatAcks: AsyncStream<InFlight>.Continuation
     ) async throws {
         let location = context.configuration.location
         var limiter = RateLimiter(ratePerSecond: location.maxUpdatesPerSecond, burst: max(1, location.maxUpdatesPerSecond))
@@ -360,14 +363,17 @@ struct DeviceConnection {
                 try await handleLocation(job, session, writer, &limiter)
             case .subscribe, .unsubscribe, .publish:
                 try await handlePubSub(job, session, writer)
-            case .delivered(let origin):
-                // Pipelined like chat: the device's stream of ACKs must not wait for a
-                // PUBACK each.
-                do {
-                    let ticket = try await session.startReceipt(.delivered, to: origin.from, messageID: origin.messageID)
-                    chatAcks.yield(.receipt(ticket, messageID: origin.messageID))
-                } catch {
-                    logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(origin.messageID)"])
+            case .delivered:
+                // Pipelined like chat, and coalesced: the ACKs that arrived meanwhile go in
+                // one publish per sender (a device ACKing a backlog of 100 from one sender
+                // costs one receipt message, not 100).
+                for (sender, ids) in Self.bySender(deliveries.takeDelivered()) {
+                    do {
+                        let ticket = try await session.startReceipt(.delivered, to: sender, messageIDs: ids)
+                        chatAcks.yield(.receipt(ticket, messageID: ids[0]))
+                    } catch {
+                        logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(ids[0])"])
+                    }
                 }
             case .chat(let chat, let frame):
                 if let inFlight = try await startChat(chat, frame, session, writer) { chatAcks.yield(.chat(inFlight)) }
@@ -525,6 +531,21 @@ struct DeviceConnection {
         }
     }
 
+    /// Message ids grouped by sender, senders and ids in the order they came.
+    static func bySender(_ origins: [PendingDeliveries.Origin]) -> [(sender: String, ids: [String])] {
+        var groups: [(sender: String, ids: [String])] = []
+        var index: [String: Int] = [:]
+        for origin in origins {
+            if let at = index[origin.from] {
+                groups[at].ids.append(origin.messageID)
+            } else {
+                index[origin.from] = groups.count
+                groups.append((origin.from, [origin.messageID]))
+            }
+        }
+        return groups
+    }
+
     /// A publish handed to the broker, waiting for its acknowledgement.
     enum InFlight: Sendable {
         /// A chat message: ACKed to the device once the broker has it.
@@ -628,8 +649,8 @@ struct DeviceConnection {
                 }
                 await session.client.acknowledge(message)
             case .receipts:
-                if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notice = try? payload.notice() {
-                    downlink.enqueue(.receiptNotice(notice), class: .receipt)
+                if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notices = try? payload.notices() {
+                    for notice in notices { downlink.enqueue(.receiptNotice(notice), class: .receipt) }
                 }
                 // Acknowledged at once, not through the device's ACK: under ack-through an
                 // unACKed notice would hold the device's own chat behind it, and a receipt
@@ -695,6 +716,26 @@ final class PendingDeliveries: Sendable {
     /// How long the oldest unACKed delivery has waited.
     var oldestAge: Duration? {
         pending.withLock { $0.values.map(\.since).min() }.map { .now - $0 }
+    }
+
+    /// ACKed chat deliveries whose "delivered" receipt is not published yet.
+    private let delivered = Mutex<[Origin]>([])
+
+    /// Notes an ACKed delivery for its receipt; `true` if it is the first since the last
+    /// ``takeDelivered()`` (the caller then schedules one).
+    func noteDelivered(_ origin: Origin) -> Bool {
+        delivered.withLock { list in
+            list.append(origin)
+            return list.count == 1
+        }
+    }
+
+    /// Every delivery noted since the last call, in ACK order.
+    func takeDelivered() -> [Origin] {
+        delivered.withLock { list in
+            defer { list.removeAll(keepingCapacity: true) }
+            return list
+        }
     }
 }
 

@@ -92,16 +92,16 @@ final class DeviceSession: Sendable {
     /// A receipt for `messageID`, sent by `to`: "delivered" once this device ACKed the
     /// delivery, "read" when the device says so.
     func publishReceipt(_ kind: ReceiptPayload.Kind, to sender: String, messageID: String) async throws {
-        try await client.completion(of: startReceipt(kind, to: sender, messageID: messageID))
+        try await client.completion(of: startReceipt(kind, to: sender, messageIDs: [messageID]))
     }
 
-    /// Starts publishing a receipt (in order with the session's other publishes) without
-    /// waiting for the broker.
-    func startReceipt(_ kind: ReceiptPayload.Kind, to sender: String, messageID: String) async throws -> MosquittoClient.PublishTicket {
-        let payload = ReceiptPayload(kind: kind, id: messageID, by: user, device: device, ts: unixMilliseconds())
+    /// Starts publishing one receipt for `messageIDs` (at least one) of `sender`, in order
+    /// with the session's other publishes, without waiting for the broker.
+    func startReceipt(_ kind: ReceiptPayload.Kind, to sender: String, messageIDs: [String]) async throws -> MosquittoClient.PublishTicket {
+        let payload = ReceiptPayload(kind: kind, ids: messageIDs, by: user, device: device, ts: unixMilliseconds())
         return try await client.startPublish(
             topic: context.topics.receipts(user: sender), payload: PayloadCodec.encode(payload),
-            qos: .atLeastOnce, properties: Self.properties(sender: user, messageID: messageID))
+            qos: .atLeastOnce, properties: Self.properties(sender: user, messageID: messageIDs[0]))
     }
 
     private var shareTopic: String { context.topics.location(user: user) + "/share" }
