@@ -182,7 +182,7 @@ struct DeviceConnection {
         let deliveries = PendingDeliveries()
         let downlink = Downlink()
         let (uplink, uplinkSink) = AsyncStream.makeStream(of: UplinkJob.self)
-        let (chatAcks, chatAckSink) = AsyncStream.makeStream(of: InFlight.self)
+        let chatAcks = BatchingQueue<InFlight>()
         await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await downlink.run(writer, sequence: sequence, deliveries: deliveries) }
             group.addTask { try await deliver(session, downlink) }
@@ -198,8 +198,8 @@ struct DeviceConnection {
                 }
             } }
             group.addTask {
-                defer { chatAckSink.finish() }
-                try await publishInOrder(uplink, session, writer, deliveries, chatAckSink)
+                defer { chatAcks.finish() }
+                try await publishInOrder(uplink, session, writer, deliveries, chatAcks)
             }
             group.addTask { try await acknowledgeChats(chatAcks, session, writer) }
             // A device that stops ACKing holds its session's writes (ack-through): past the
@@ -353,7 +353,7 @@ struct DeviceConnection {
     /// together (up to the MQTT client's in-flight limit).
     private func publishInOrder(
         _ uplink: AsyncStream<UplinkJob>, _ session: DeviceSession, _ writer: FrameWriter,
-        _ deliveries: PendingDeliveries, _ chatAcks: AsyncStream<InFlight>.Continuation
+        _ deliveries: PendingDeliveries, _ chatAcks: BatchingQueue<InFlight>
     ) async throws {
         let location = context.configuration.location
         var limiter = RateLimiter(ratePerSecond: location.maxUpdatesPerSecond, burst: max(1, location.maxUpdatesPerSecond))
@@ -370,13 +370,13 @@ struct DeviceConnection {
                 for (sender, ids) in Self.bySender(deliveries.takeDelivered()) {
                     do {
                         let ticket = try await session.startReceipt(.delivered, to: sender, messageIDs: ids)
-                        chatAcks.yield(.receipt(ticket, messageID: ids[0]))
+                        chatAcks.append(.receipt(ticket, messageID: ids[0]))
                     } catch {
                         logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(ids[0])"])
                     }
                 }
             case .chat(let chat, let frame):
-                if let inFlight = try await startChat(chat, frame, session, writer) { chatAcks.yield(.chat(inFlight)) }
+                if let inFlight = try await startChat(chat, frame, session, writer) { chatAcks.append(.chat(inFlight)) }
             case .receipt(let receipt, let frame):
                 do {
                     try IMIdentifier.validate(receipt.to, kind: .user)
@@ -584,28 +584,38 @@ struct DeviceConnection {
     /// ACKs each chat message started by ``startChat(_:_:_:_:)`` once the broker has it (in
     /// order: the broker acknowledges in order), and remembers its id for resends; logs a
     /// delivered receipt the broker did not take.
-    private func acknowledgeChats(_ inFlight: AsyncStream<InFlight>, _ session: DeviceSession, _ writer: FrameWriter) async throws {
-        for await next in inFlight {
-            let item: ChatInFlight
-            switch next {
-            case .chat(let chat):
-                item = chat
-            case .receipt(let ticket, let messageID):
-                do {
-                    try await session.client.completion(of: ticket)
-                } catch {
-                    logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(messageID)"])
+    private func acknowledgeChats(_ inFlight: BatchingQueue<InFlight>, _ session: DeviceSession, _ writer: FrameWriter) async throws {
+        while true {
+            // Everything started meanwhile, settled in one visit to the MQTT client and
+            // ACKed in one write.
+            let batch = await inFlight.next(upTo: 128)
+            guard !batch.isEmpty else { return }
+            let tickets = batch.map { item -> MosquittoClient.PublishTicket in
+                switch item {
+                case .chat(let chat): chat.ticket
+                case .receipt(let ticket, _): ticket
                 }
-                continue
             }
-            do {
-                try await session.client.completion(of: item.ticket)
-                context.dedup.record(user: session.user, id: item.chat.messageID, serverTime: item.serverTime)
-                try await writer.reply(Ack(sequence: item.frame.header.sequence, messageID: item.chat.messageID, serverTime: item.serverTime), to: item.frame)
-            } catch let error as MosquittoError {
-                logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(item.chat.messageID)"])
-                try await writer.reply(Ack.refusing(sequence: item.frame.header.sequence, code: .brokerUnavailable, message: "\(error)"), to: item.frame)
+            let outcomes = await session.client.completions(of: tickets)
+            var acks: [IMFrame] = []
+            let timestamp = unixSeconds()
+            for (item, outcome) in zip(batch, outcomes) {
+                switch (item, outcome) {
+                case (.receipt, .success):
+                    break
+                case (.receipt(_, let messageID), .failure(let error)):
+                    logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(messageID)"])
+                case (.chat(let chat), .success):
+                    context.dedup.record(user: session.user, id: chat.chat.messageID, serverTime: chat.serverTime)
+                    acks.append(Ack(sequence: chat.frame.header.sequence, messageID: chat.chat.messageID, serverTime: chat.serverTime)
+                        .frame(timestamp: timestamp, sessionID: chat.frame.header.sessionID))
+                case (.chat(let chat), .failure(let error)):
+                    logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(chat.chat.messageID)"])
+                    acks.append(Ack.refusing(sequence: chat.frame.header.sequence, code: .brokerUnavailable, message: "\(error)")
+                        .frame(timestamp: timestamp, sessionID: chat.frame.header.sessionID))
+                }
             }
+            if !acks.isEmpty { try await writer.write(contentsOf: acks) }
         }
     }
 
