@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 30
 RUN_DIR ?= run
 BROKER_PORT ?= 1883
 
-.PHONY: all deps build release test unit-test integration-test run clean help
+.PHONY: all deps build release test unit-test integration-test run clean help bench
 
 all: build
 
@@ -51,6 +51,17 @@ unit-test: deps
 
 integration-test: deps
 	$(SWIFT) test --filter IntegrationTests
+
+## Benchmarks, release build (a few minutes; docs/PERFORMANCE.md explains the figures).
+bench: deps
+	$(SWIFT) build -c release --product imgw
+	$(SWIFT) build -c release --product imbench
+	BIN=$$($(SWIFT) build -c release --show-bin-path); \
+	  $$BIN/imbench wire && \
+	  $$BIN/imbench chat --seconds 10 && \
+	  $$BIN/imbench chat --seconds 10 --rate 5000 && \
+	  $$BIN/imbench connect --users 4500 && \
+	  $$BIN/imbench weak --seconds 30 --pairs 4 --rate 5
 
 ## Start the daemon: imgw with its embedded broker (TLV clients on 127.0.0.1:6969, the
 ## broker on 127.0.0.1:$(BROKER_PORT), data under $(RUN_DIR)/). Ctrl-C stops both.
