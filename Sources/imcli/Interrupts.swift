@@ -1,9 +1,11 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// SIGINT and SIGTERM as a stream (the default handlers are replaced for good).
 enum Interrupts {
-    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+    /// Kept alive for the life of the process.
+    private static let sources = Mutex<[any DispatchSourceSignal]>([])
 
     static func stream() -> AsyncStream<Int32> {
         let (stream, sink) = AsyncStream.makeStream(of: Int32.self)
@@ -12,7 +14,7 @@ enum Interrupts {
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { sink.yield(number) }
             source.resume()
-            sources.append(source)
+            sources.withLock { $0.append(source) }
         }
         return stream
     }

@@ -24,7 +24,8 @@ final class ChildRegistry: Sendable {
     }
 
     private let state = Mutex(State())
-    nonisolated(unsafe) private static var signalSources: [any DispatchSourceSignal] = []
+    /// Kept alive for the life of the process.
+    private static let signalSources = Mutex<[any DispatchSourceSignal]>([])
 
     /// Tracks a child until ``forget(_:)``.
     func track(_ child: ChildProcess) {
@@ -80,7 +81,7 @@ final class ChildRegistry: Sendable {
                 exit(130)
             }
             source.resume()
-            Self.signalSources.append(source)
+            Self.signalSources.withLock { $0.append(source) }
         }
     }
 
