@@ -1,11 +1,12 @@
 import Dispatch
 import Foundation
-import Synchronization
 
 /// SIGINT and SIGTERM as a stream (the default handlers are replaced for good).
 enum Interrupts {
-    /// Kept alive for the life of the process.
-    private static let sources = Mutex<[any DispatchSourceSignal]>([])
+    // nonisolated(unsafe): written only by `stream()`, which each command calls once from its
+    // `run()` before any concurrent work starts, and never read: it only keeps the sources
+    // alive (dispatch sources are not Sendable, so a Mutex cannot hold them).
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
 
     static func stream() -> AsyncStream<Int32> {
         let (stream, sink) = AsyncStream.makeStream(of: Int32.self)
@@ -14,7 +15,7 @@ enum Interrupts {
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { sink.yield(number) }
             source.resume()
-            sources.withLock { $0.append(source) }
+            sources.append(source)
         }
         return stream
     }

@@ -24,8 +24,11 @@ final class ChildRegistry: Sendable {
     }
 
     private let state = Mutex(State())
-    /// Kept alive for the life of the process.
-    private static let signalSources = Mutex<[any DispatchSourceSignal]>([])
+    // nonisolated(unsafe): appended to only by `installSignalHandlers()`, which passes its
+    // install-once flag (set under `state`'s lock) on one thread only, and never read: it
+    // only keeps the sources alive (dispatch sources are not Sendable, so a Mutex cannot
+    // hold them).
+    nonisolated(unsafe) private static var signalSources: [any DispatchSourceSignal] = []
 
     /// Tracks a child until ``forget(_:)``.
     func track(_ child: ChildProcess) {
@@ -81,7 +84,7 @@ final class ChildRegistry: Sendable {
                 exit(130)
             }
             source.resume()
-            Self.signalSources.withLock { $0.append(source) }
+            Self.signalSources.append(source)
         }
     }
 
