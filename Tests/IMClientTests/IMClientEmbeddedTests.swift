@@ -138,6 +138,39 @@ struct IMClientEmbeddedTests {
         await client.close()
     }
 
+    @Test("an outbox store: a message saved by an earlier run is sent again at login with RESEND, and leaves the store once ACKed; new ones are saved until ACKed")
+    func outboxStore() async throws {
+        let store = InMemoryOutboxStore()
+        let saved = OutboxEntry(
+            id: 7, message: .chat(ChatSend(to: "bob", messageID: "left-over", content: .text("from before"))),
+            priority: .chat, durable: true, attempts: 1)
+        await store.save(saved)
+        let network = ScriptedNetwork()
+        network.configuration.outboxStore = store
+        let (client, gateway) = try await network.login()
+
+        let (frame, message) = try await gateway.next()
+        guard case .chat(let chat) = message else {
+            Issue.record("expected the saved CHAT, got \(message)")
+            return
+        }
+        #expect(chat.messageID == "left-over" && chat.resend, "the same id, flagged as a resend")
+        try await gateway.write(.ack(Ack(sequence: frame.header.sequence, messageID: "left-over", serverTime: 1)))
+
+        let sent = Task { try await client.send(to: "bob", text: "new", messageID: "new-1") }
+        let (second, _) = try await gateway.next()
+        // Saving and removing run beside the writes: wait (briefly) for the store to settle.
+        let expected: [IMMessage] = [.chat(ChatSend(to: "bob", messageID: "new-1", content: .text("new")))]
+        let deadline = ContinuousClock.now + .seconds(5)
+        while await store.load().map(\.message) != expected, ContinuousClock.now < deadline { await Task.yield() }
+        #expect(await store.load().map(\.message) == expected, "the ACKed left-over is gone; the new one is kept until its ACK")
+        try await gateway.write(.ack(Ack(sequence: second.header.sequence, messageID: "new-1", serverTime: 2)))
+        _ = try await sent.value
+        while await !store.load().isEmpty, ContinuousClock.now < deadline + .seconds(5) { await Task.yield() }
+        #expect(await store.load().isEmpty, "ACKed: removed from the store")
+        await client.close()
+    }
+
     @Test("RATE_LIMITED is not final: the message is sent again after a pause and succeeds")
     func rateLimitedIsRetried() async throws {
         let network = ScriptedNetwork()
