@@ -50,8 +50,8 @@ struct DeviceConnection {
     struct Identity: Sendable {
         var user: String
         var device: String
-        /// The LOGIN frame: LOGIN_OK refers to it, and what the gateway sends on its own
-        /// carries its session id (PROTOCOL.md 5.1).
+        /// The LOGIN frame's header (the body dropped): LOGIN_OK refers to it, and what the
+        /// gateway sends on its own carries its session id (PROTOCOL.md 5.1).
         var login: IMFrame? = nil
     }
 
@@ -70,7 +70,9 @@ struct DeviceConnection {
             case .login(let request):
                 switch await authenticate(request) {
                 case .success(var identity):
-                    identity.login = frame
+                    // Only the header is needed later: a body would keep the whole read
+                    // buffer it is a slice of alive for the session (~2 KiB per device).
+                    identity.login = IMFrame(header: frame.header, body: ByteBuffer())
                     return identity
                 case .failure(let refusal):
                     logger.notice("login refused", metadata: ["error": "\(refusal.message)"])
