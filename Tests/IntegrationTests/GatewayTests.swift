@@ -13,6 +13,7 @@ struct GatewayTests {
     func chat() async throws {
         let gateway = try await TestGateway.start()
         let watcher = try await MQTTWatcher.start(gateway.broker, topic: "im/u/bob/#")
+        defer { watcher.stop() }
         let alice = try await gateway.device("alice", device: "phone")
         let bob = try await gateway.device("bob", device: "phone")
 
@@ -538,41 +539,34 @@ struct TestGateway: Sendable {
     }
 }
 
-/// `mosquitto_sub -v` on a topic: the operator's view, line by line.
+/// `mosquitto_sub -v` on a topic: the operator's view, line by line. Started through
+/// ChildProcess (a clean signal mask: a child of Foundation's Process inherits the test
+/// process's blocked SIGTERM and outlives the run).
 final class MQTTWatcher: Sendable {
     let lines: Collector<String>
-    let process: Process
+    let process: ChildProcess
 
-    init(lines: Collector<String>, process: Process) {
+    init(lines: Collector<String>, process: ChildProcess) {
         self.lines = lines
         self.process = process
     }
 
     deinit {
-        kill(process.processIdentifier, SIGTERM)
+        process.signal(SIGKILL)
+    }
+
+    /// Ends mosquitto_sub. Call it (`defer`): the watcher's readers keep it alive until the
+    /// test process exits.
+    func stop() {
+        process.signal(SIGKILL)
     }
 
     static func start(_ broker: TestBroker, topic: String) async throws -> MQTTWatcher {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_sub")
-        // -W: gone after the suite's time limit even if the watcher is never released.
-        process.arguments = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-V", "5", "-W", "200", "-t", topic]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        let (stream, sink) = AsyncStream.makeStream(of: String.self)
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                sink.finish()
-                return
-            }
-            for line in String(decoding: data, as: UTF8.self).split(separator: "\n") { sink.yield(String(line)) }
-        }
-        try process.run()
+        let process = try ChildProcess(
+            executable: "/usr/bin/mosquitto_sub",
+            arguments: ["-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-V", "5", "-t", topic])
+        let lines = Collector(process.lines)
         // mosquitto_sub has subscribed once it prints a retained marker under the filter.
-        let lines = Collector(stream)
         let markerTopic = topic.replacingOccurrences(of: "#", with: "x-watch-marker")
         let marker = makeClient(broker)
         try await marker.connect()

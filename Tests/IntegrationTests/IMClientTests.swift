@@ -288,6 +288,7 @@ struct IMClientIntegrationTests {
         let gateway = try await TestGateway.start()
         let port = "\(gateway.port)"
         let mqtt = try await MQTTWatcher.start(gateway.broker, topic: "im/u/alice/#")
+        defer { mqtt.stop() }
         let alice = try await gateway.minter.mint(user: "alice")
         let share = try Self.startCLI(["location", "share", "--token", alice, "--port", port, "--with", "bob,carol", "--for", "120", "--lat", "52.52", "--lon", "13.405"])
         defer { Self.kill(share.process) }
