@@ -95,6 +95,37 @@ public final class ChildProcess: Sendable {
     /// Whether the child has been reaped.
     public var hasExited: Bool { exit.value.withLock { $0.status != nil } }
 
+    /// Reads the child's output for as long as it runs, handing every line to `onLine`, and
+    /// returns once a line contains `marker` (true), or the output ended or `timeout` passed
+    /// (false); without a marker it returns at once. Reading goes on after the return.
+    /// Call it once: it takes ``lines``.
+    public func follow(until marker: String?, within timeout: Duration, onLine: @escaping @Sendable (String) -> Void) async -> Bool {
+        let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
+        let lines = self.lines
+        Task {
+            for await line in lines {
+                onLine(line)
+                if let marker, line.contains(marker) { readySink.yield(true) }
+            }
+            readySink.yield(false)
+        }
+        guard marker != nil else { return true }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await value in ready { return value }
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            readySink.finish()
+            return first
+        }
+    }
+
     /// Waits for the child to exit; returns its wait status.
     @discardableResult
     public func waitForExit() async -> Int32 {

@@ -22,29 +22,7 @@ final class OutputTail: Sendable {
     /// `marker` (true), or the output ended or `seconds` passed (false). Reading goes on
     /// after the return.
     func follow(_ process: ChildProcess, until marker: String?, within seconds: Double) async -> Bool {
-        let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
-        Task { [self] in
-            for await line in process.lines {
-                append(line)
-                if let marker, line.contains(marker) { readySink.yield(true) }
-            }
-            readySink.yield(false)
-        }
-        guard marker != nil else { return true }
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                for await value in ready { return value }
-                return false
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(seconds))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            readySink.finish()
-            return first
-        }
+        await process.follow(until: marker, within: .seconds(seconds)) { [self] line in append(line) }
     }
 
     private func append(_ line: String) {

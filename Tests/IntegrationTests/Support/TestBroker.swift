@@ -204,28 +204,7 @@ func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) 
 /// Collects what `process` prints into `log` (for as long as it runs) and waits, at most
 /// `seconds`, for a line containing `marker`. False if the process ended or time ran out.
 func awaitOutput(of process: ChildProcess, containing marker: String, into log: LogBuffer, within seconds: Double = 15) async -> Bool {
-    let (ready, readySink) = AsyncStream.makeStream(of: Bool.self)
-    Task {
-        for await line in process.lines {
-            log.text.withLock { $0 += line + "\n" }
-            if line.contains(marker) { readySink.yield(true) }
-        }
-        readySink.yield(false)
-    }
-    return await withTaskGroup(of: Bool.self) { group in
-        group.addTask {
-            for await value in ready { return value }
-            return false
-        }
-        group.addTask {
-            try? await Task.sleep(for: .seconds(seconds))
-            return false
-        }
-        let first = await group.next() ?? false
-        group.cancelAll()
-        readySink.finish()
-        return first
-    }
+    await process.follow(until: marker, within: .seconds(seconds)) { line in log.text.withLock { $0 += line + "\n" } }
 }
 
 /// Output collected from a child process.
