@@ -1,5 +1,4 @@
 import IMWire
-import Synchronization
 
 /// What the gateway sends a device on its own initiative (deliveries, receipts,
 /// presence, locations, pub/sub), queued by priority and written by one task at the
@@ -15,36 +14,19 @@ final class Downlink: Sendable {
         var origin: PendingDeliveries.Origin?
     }
 
-    private struct State {
-        var queue = DownlinkQueue<Entry>()
-        var waiter: CheckedContinuation<Void, Never>?
-        var finished = false
-    }
-
-    private let state = Mutex(State())
+    private let queue = WaitingQueue(DownlinkQueue<Entry>())
 
     /// Queues a frame; `coalescingKey` lets a newer presence or position replace a queued one.
     func enqueue(
         _ message: IMMessage, class kind: DownlinkClass, coalescingKey: String? = nil, deliveryID: UInt64? = nil,
         origin: PendingDeliveries.Origin? = nil
     ) {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard !state.finished else { return nil }
-            state.queue.enqueue(Entry(message: message, deliveryID: deliveryID, origin: origin), class: kind, coalescingKey: coalescingKey)
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
+        queue.produce { $0.enqueue(Entry(message: message, deliveryID: deliveryID, origin: origin), class: kind, coalescingKey: coalescingKey) }
     }
 
     /// Stops the writer.
     func finish() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.finished = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
+        queue.finish()
     }
 
     /// Writes queued frames in priority order until `finish()` (or cancellation).
@@ -71,27 +53,10 @@ final class Downlink: Sendable {
 
     /// The next entries in priority order (at least one), or none once finished.
     private func next(upTo limit: Int) async -> [Entry] {
-        while true {
-            let (entries, finished) = state.withLock { state -> ([Entry], Bool) in
-                var entries: [Entry] = []
-                while entries.count < limit, let entry = state.queue.dequeue() { entries.append(entry) }
-                return (entries, state.finished)
-            }
-            if !entries.isEmpty { return entries }
-            if finished { return [] }
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { continuation in
-                    let ready = state.withLock { state -> Bool in
-                        if !state.queue.isEmpty || state.finished { return true }
-                        state.waiter = continuation
-                        return false
-                    }
-                    if ready { continuation.resume() }
-                }
-            } onCancel: {
-                self.finish()
-            }
-            if Task.isCancelled { return [] }
-        }
+        await queue.consume { queue -> [Entry]? in
+            var entries: [Entry] = []
+            while entries.count < limit, let entry = queue.dequeue() { entries.append(entry) }
+            return entries.isEmpty ? nil : entries
+        } ?? []
     }
 }
