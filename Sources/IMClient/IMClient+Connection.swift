@@ -62,9 +62,9 @@ final class Connection: Sendable {
                         try? await channel.channel.writeAndFlush(frame)
                         return IMClientError.protocolViolation("\(error)")
                     } catch let error as NIOSSLError {
-                        return .cannotConnect(host: configuration.host, port: configuration.port, reason: "TLS: \(error)")
+                        return .tlsFailed(host: configuration.host, port: configuration.port, reason: "\(error)")
                     } catch let error as BoringSSLError {
-                        return .cannotConnect(host: configuration.host, port: configuration.port, reason: "TLS: \(error)")
+                        return .tlsFailed(host: configuration.host, port: configuration.port, reason: "\(error)")
                     }
                 }
             } catch {

@@ -5,6 +5,9 @@ public enum IMClientError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The TCP connection to `host`:`port` could not be opened (refused, unreachable, no
     /// answer within the connect timeout). `reason` is the system's explanation.
     case cannotConnect(host: String, port: Int, reason: String)
+    /// The TLS handshake with `host`:`port` failed (an untrusted or mismatched certificate,
+    /// or a listener that does not speak TLS); `reason` is NIOSSL's.
+    case tlsFailed(host: String, port: Int, reason: String)
     /// The gateway refused the LOGIN with an ERROR frame (AUTH_FAILED, TOKEN_EXPIRED,
     /// INVALID_USER_ID, ...) and closed the connection.
     case loginRefused(IMErrorCode, String?)
@@ -29,6 +32,8 @@ public enum IMClientError: Error, Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .cannotConnect(let host, let port, let reason):
             "cannot connect to \(host):\(port): \(reason)"
+        case .tlsFailed(let host, let port, let reason):
+            "cannot connect to \(host):\(port): TLS: \(reason)"
         case .loginRefused(let code, let message):
             "login refused: \(Self.describe(code, message))"
         case .refused(let code, let message):

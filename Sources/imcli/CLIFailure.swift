@@ -25,6 +25,8 @@ struct CLIFailure: Error {
         switch error {
         case .cannotConnect:
             self.init(message: "\(error) (is imgw running? make run)", exitCode: Self.connection, kind: "connection")
+        case .tlsFailed:
+            self.init(message: "\(error)", exitCode: Self.connection, kind: "connection")
         case .loginRefused(let code, _), .refused(let code, _):
             self.init(message: "\(error)", exitCode: Self.refused, kind: "refused", code: code)
         case .timeout:

@@ -74,9 +74,9 @@ struct ClientOptions: ParsableArguments {
                 ? "is it listening with TLS, and is its certificate trusted (--ca FILE) and valid for \(configuration.tlsServerName ?? configuration.host) (--server-name NAME)?"
                 : "if its listener uses TLS (listen.tls), add --tls"
             throw CLIFailure(message: "\(what) (\(hint))", exitCode: CLIFailure.connection, kind: "connection")
-        case .failure(.cannotConnect(_, _, let reason)) where reason.hasPrefix("TLS:"):
+        case .failure(let error) where error.isTLSFailure:
             let hint = "is its certificate trusted (--ca FILE) and valid for \(configuration.tlsServerName ?? configuration.host) (--server-name NAME)?"
-            throw CLIFailure(message: "cannot connect to \(configuration.host):\(configuration.port): \(reason) (\(hint))", exitCode: CLIFailure.connection, kind: "connection")
+            throw CLIFailure(message: "\(error) (\(hint))", exitCode: CLIFailure.connection, kind: "connection")
         case .failure(let error):
             throw error
         }
@@ -153,5 +153,9 @@ func mintToken(user: String, device: String?, validFor seconds: Int, configurati
 extension IMClientError {
     var isProtocolViolation: Bool {
         if case .protocolViolation = self { true } else { false }
+    }
+
+    var isTLSFailure: Bool {
+        if case .tlsFailed = self { true } else { false }
     }
 }
