@@ -63,6 +63,10 @@ public actor MosquittoClient {
 
     private let messageSink: AsyncStream<MosquittoMessage>.Continuation
     private let eventSink: AsyncStream<Event>.Continuation
+    /// Set by ``deliverMessages(to:)``: takes messages instead of `messages`.
+    private var messageHandler: (@Sendable (MosquittoMessage) -> Void)?
+    /// Set by ``reportEvents(to:)``: takes events instead of `events`.
+    private var eventHandler: (@Sendable (Event) -> Void)?
     private var io: ClientIO?
     private var aborting = false
 
@@ -82,6 +86,8 @@ public actor MosquittoClient {
         var ticket: UInt64
         /// Whoever awaits the outcome; `nil` until ``completion(of:)`` is called.
         var continuation: CheckedContinuation<Void, any Error>?
+        /// Called with the outcome instead (``startPublish(topic:payload:qos:retain:properties:completion:)``).
+        var callback: (@Sendable (Result<Void, MosquittoError>) -> Void)? = nil
     }
     /// Outcomes of publishes nobody awaited yet, by ticket.
     private var completedPublishes: [UInt64: Result<Void, MosquittoError>] = [:]
@@ -200,6 +206,8 @@ public actor MosquittoClient {
             loop.unregister(io)
         }
         io = nil
+        messageHandler = nil
+        eventHandler = nil
         messageSink.finish()
         eventSink.finish()
     }
@@ -232,9 +240,6 @@ public actor MosquittoClient {
         properties: MQTTProperties = MQTTProperties()
     ) async throws -> PublishTicket {
         guard state == .connected else { throw MosquittoError.notConnected }
-        if configuration.protocolVersion != .v5 && !properties.isEmpty {
-            throw MosquittoError.invalidArgument("MQTT v5 properties on a 3.1.1 connection")
-        }
         if inflight >= configuration.maxInflightPublishes {
             try await waitForSlot()
             guard state == .connected else {
@@ -242,29 +247,52 @@ public actor MosquittoClient {
                 throw MosquittoError.notConnected
             }
         }
-        guard let io else { throw MosquittoError.notConnected }
         inflight += 1
-        var list: OpaquePointer?
         do {
-            list = try properties.makeList()
+            let mid = try handOver(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
+            nextTicket += 1
+            pendingPublishes[mid] = PendingPublish(qos: qos, ticket: nextTicket, continuation: nil)
+            ticketMIDs[nextTicket] = mid
+            return PublishTicket(id: nextTicket)
         } catch {
             releaseSlot()
             throw error
         }
+    }
+
+    /// Hands the publish to libmosquitto at once and calls `completion` on the loop
+    /// thread with the outcome (as ``completion(of:)`` would report it): for callers that
+    /// are themselves event driven and must not suspend. Publishes started one after the
+    /// other go out in that order. Does not wait for an in-flight slot: libmosquitto
+    /// queues what exceeds the broker's receive maximum, so the caller bounds how many it
+    /// starts. Throws, without calling `completion`, when it cannot be handed over.
+    public func startPublish(
+        topic: String, payload: [UInt8], qos: QoS = .atMostOnce, retain: Bool = false,
+        properties: MQTTProperties = MQTTProperties(),
+        completion: @escaping @Sendable (Result<Void, MosquittoError>) -> Void
+    ) throws {
+        guard state == .connected else { throw MosquittoError.notConnected }
+        let mid = try handOver(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
+        inflight += 1
+        nextTicket += 1
+        pendingPublishes[mid] = PendingPublish(qos: qos, ticket: nextTicket, continuation: nil, callback: completion)
+    }
+
+    /// PUBLISH handed to libmosquitto; returns its message id.
+    private func handOver(topic: String, payload: [UInt8], qos: QoS, retain: Bool, properties: MQTTProperties) throws -> Int32 {
+        guard let io else { throw MosquittoError.notConnected }
+        if configuration.protocolVersion != .v5 && !properties.isEmpty {
+            throw MosquittoError.invalidArgument("MQTT v5 properties on a 3.1.1 connection")
+        }
+        var list = try properties.makeList()
         defer { if list != nil { mosquitto_property_free_all(&list) } }
         var mid: Int32 = 0
         let rc = payload.withUnsafeBytes { bytes in
             mosquitto_publish_v5(io.mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain, list)
         }
-        guard rc == Int32(MOSQ_ERR_SUCCESS.rawValue) else {
-            releaseSlot()
-            throw Self.publishError(rc, topic: topic)
-        }
+        guard rc == Int32(MOSQ_ERR_SUCCESS.rawValue) else { throw Self.publishError(rc, topic: topic) }
         loop.markDirty(io)
-        nextTicket += 1
-        pendingPublishes[mid] = PendingPublish(qos: qos, ticket: nextTicket, continuation: nil)
-        ticketMIDs[nextTicket] = mid
-        return PublishTicket(id: nextTicket)
+        return mid
     }
 
     /// Returns when the broker has the publish of `ticket` (QoS 0: written; QoS 1: PUBACK;
@@ -301,7 +329,9 @@ public actor MosquittoClient {
     /// Settles a publish: its waiter, or its outcome kept for ``completion(of:)``.
     private func settlePublish(_ pending: PendingPublish, _ outcome: Result<Void, MosquittoError>) {
         ticketMIDs[pending.ticket] = nil
-        if let continuation = pending.continuation {
+        if let callback = pending.callback {
+            callback(outcome)
+        } else if let continuation = pending.continuation {
             continuation.resume(with: outcome.mapError { $0 as any Error })
         } else {
             completedPublishes[pending.ticket] = outcome
@@ -461,6 +491,11 @@ public actor MosquittoClient {
         }
     }
 
+    /// Acknowledges several deliveries (see `acknowledge(_:)`).
+    public func acknowledge(deliveryIDs: some Sequence<UInt64>) {
+        for id in deliveryIDs { acknowledge(deliveryID: id) }
+    }
+
     /// Delivered messages not yet acknowledged (manual mode).
     public var unacknowledgedCount: Int { unacknowledged.count }
 
@@ -472,6 +507,29 @@ public actor MosquittoClient {
     public var socketPairBacklog: Int? {
         guard let io, io.pairRead >= 0 else { return nil }
         return Int(cmosq_pending_bytes(io.pairRead))
+    }
+
+    // MARK: Callbacks, for event-driven callers
+
+    /// Runs `body` on the client's loop thread, isolated to the client, after everything
+    /// submitted to the loop before it: the way for code that must not suspend (a NIO
+    /// channel handler, say) to use the client. Several calls made one after the other
+    /// from one thread run in that order.
+    public nonisolated func perform(_ body: @escaping @Sendable (isolated MosquittoClient) -> Void) {
+        loop.execute { [self] in self.assumeIsolated { body($0) } }
+    }
+
+    /// From now on, received messages go to `handler` (called on the loop thread, in
+    /// arrival order) instead of `messages`; `nil` goes back to `messages`. Set it before
+    /// `connect()` for a resumed session: its queued messages follow CONNACK at once.
+    public func deliverMessages(to handler: (@Sendable (MosquittoMessage) -> Void)?) {
+        messageHandler = handler
+    }
+
+    /// From now on, connection events go to `handler` (called on the loop thread)
+    /// instead of `events`; `nil` goes back to `events`.
+    public func reportEvents(to handler: (@Sendable (Event) -> Void)?) {
+        eventHandler = handler
     }
 
     // MARK: Internals
@@ -640,7 +698,7 @@ public actor MosquittoClient {
         // Held PUBACKs are discarded with the connection: the broker redelivers.
         unacknowledged.removeAll()
         failAll(.connectionLost(reason), includingPublishes: false)
-        eventSink.yield(.disconnected(reason))
+        report(.disconnected(reason))
     }
 
     fileprivate func handleConnack(_ rc: Int32, flags: Int32) {
@@ -652,7 +710,7 @@ public actor MosquittoClient {
             let result = ConnectResult(sessionPresent: flags & 1 != 0)
             connectWaiter?.resume(returning: result)
             connectWaiter = nil
-            eventSink.yield(.connected(result))
+            report(.connected(result))
         } else {
             // libmosquitto closes the connection right after (on_disconnect follows).
             let reason = Self.connackReason(rc, protocolVersion: configuration.protocolVersion)
@@ -728,7 +786,19 @@ public actor MosquittoClient {
                 io.holdWrites = true
             }
         }
-        messageSink.yield(received)
+        if let messageHandler {
+            messageHandler(received)
+        } else {
+            messageSink.yield(received)
+        }
+    }
+
+    private func report(_ event: Event) {
+        if let eventHandler {
+            eventHandler(event)
+        } else {
+            eventSink.yield(event)
+        }
     }
 
     fileprivate func handleSubscribed(_ mid: Int32, codes: [ReasonCode]) {

@@ -74,14 +74,44 @@ final class DeviceSession: Sendable {
             qos: .atLeastOnce, retain: true, properties: Self.properties(sender: user))
     }
 
-    /// Publishes a chat message to the recipient's inbox and returns once the broker has
-    /// it. The sender is always this session's user, whatever the frame claimed.
-    func startChat(_ chat: ChatSend, serverTime: UInt64) async throws -> MosquittoClient.PublishTicket {
+    /// Hands received messages and the loss of the connection to `mailbox` (on the MQTT
+    /// loop's thread) instead of the client's streams.
+    func attach(to mailbox: ConnectionMailbox) async {
+        await client.deliverMessages { mailbox.post(.message($0)) }
+        await client.reportEvents { event in
+            if case .disconnected(let reason) = event { mailbox.post(.lost(reason)) }
+        }
+    }
+
+    /// A publish prepared off the MQTT loop (payload encoded, topic named), started on it.
+    struct OutgoingPublish: Sendable {
+        var topic: String
+        var payload: [UInt8]
+        var qos: QoS
+        var properties: MQTTProperties
+
+        /// Hands it to `client` (see ``MosquittoClient/startPublish(topic:payload:qos:retain:properties:completion:)``).
+        func start(on client: isolated MosquittoClient, completion: @escaping @Sendable (Result<Void, MosquittoError>) -> Void) throws {
+            try client.startPublish(topic: topic, payload: payload, qos: qos, properties: properties, completion: completion)
+        }
+    }
+
+    /// A chat message for the recipient's inbox. The sender is always this session's user,
+    /// whatever the frame claimed.
+    func chatPublish(_ chat: ChatSend, serverTime: UInt64) -> OutgoingPublish {
         let payload = ChatPayload(send: chat, from: user, serverTime: serverTime)
-        return try await client.startPublish(
+        return OutgoingPublish(
             topic: context.topics.inbox(user: chat.to), payload: PayloadCodec.encode(payload),
             qos: chat.qos == .exactlyOnce ? .exactlyOnce : .atLeastOnce,
             properties: Self.properties(sender: user, messageID: chat.messageID))
+    }
+
+    /// One "delivered" receipt for `messageIDs` (at least one) of `sender`.
+    func deliveredReceipt(to sender: String, messageIDs: [String]) -> OutgoingPublish {
+        let payload = ReceiptPayload(kind: .delivered, ids: messageIDs, by: user, device: device, ts: unixMilliseconds())
+        return OutgoingPublish(
+            topic: context.topics.receipts(user: sender), payload: PayloadCodec.encode(payload),
+            qos: .atLeastOnce, properties: Self.properties(sender: user, messageID: messageIDs[0]))
     }
 
     /// Publishes a read receipt to the original sender's receipts topic.
@@ -89,19 +119,12 @@ final class DeviceSession: Sendable {
         try await publishReceipt(.read, to: receipt.to, messageID: receipt.messageID)
     }
 
-    /// A receipt for `messageID`, sent by `to`: "delivered" once this device ACKed the
-    /// delivery, "read" when the device says so.
+    /// A receipt for `messageID`, sent by `to`: "read" when the device says so.
     func publishReceipt(_ kind: ReceiptPayload.Kind, to sender: String, messageID: String) async throws {
-        try await client.completion(of: startReceipt(kind, to: sender, messageIDs: [messageID]))
-    }
-
-    /// Starts publishing one receipt for `messageIDs` (at least one) of `sender`, in order
-    /// with the session's other publishes, without waiting for the broker.
-    func startReceipt(_ kind: ReceiptPayload.Kind, to sender: String, messageIDs: [String]) async throws -> MosquittoClient.PublishTicket {
-        let payload = ReceiptPayload(kind: kind, ids: messageIDs, by: user, device: device, ts: unixMilliseconds())
-        return try await client.startPublish(
+        let payload = ReceiptPayload(kind: kind, ids: [messageID], by: user, device: device, ts: unixMilliseconds())
+        try await client.publish(
             topic: context.topics.receipts(user: sender), payload: PayloadCodec.encode(payload),
-            qos: .atLeastOnce, properties: Self.properties(sender: user, messageID: messageIDs[0]))
+            qos: .atLeastOnce, properties: Self.properties(sender: user, messageID: messageID))
     }
 
     private var shareTopic: String { context.topics.location(user: user) + "/share" }

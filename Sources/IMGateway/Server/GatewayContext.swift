@@ -11,6 +11,8 @@ final class GatewayContext: Sendable {
     let verifier: TokenVerifier
     let mqttLoop: MosquittoEventLoop
     let registry = SessionRegistry()
+    /// The connections not finished yet (shutdown waits for them).
+    let tracker = ConnectionTracker()
     let dedup: DedupStore
     let statistics = GatewayStatistics()
     let shares: LocationShareDirectory

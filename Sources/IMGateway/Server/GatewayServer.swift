@@ -14,7 +14,7 @@ public final class GatewayServer: Service, Sendable {
     public let localAddress: SocketAddress
     /// The Prometheus endpoint, unless `metrics.enabled` is false.
     public let metrics: MetricsServer?
-    private let serverChannel: NIOAsyncChannel<(NIOAsyncChannel<IMFrame, IMFrame>, OutboundSequence), Never>
+    private let serverChannel: any Channel
     private let context: GatewayContext
 
     /// Binds the listener. Nothing is accepted until `run()`.
@@ -32,7 +32,7 @@ public final class GatewayServer: Service, Sendable {
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .bind(host: configuration.listen.host, port: configuration.listen.port) { child in
+            .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
                     let sequence = OutboundSequence()
                     if let tls {
@@ -45,11 +45,12 @@ public final class GatewayServer: Service, Sendable {
                             loginTimeout: .seconds(Int64(limits.loginTimeout)),
                             idleTimeout: .seconds(Int64(limits.idleTimeout)),
                             sequence: sequence),
+                        DeviceConnection(gateway: context, sequence: sequence, peer: child.remoteAddress?.description ?? "?"),
                     ])
-                    let async = try NIOAsyncChannel<IMFrame, IMFrame>(wrappingChannelSynchronously: child)
-                    return (async, sequence)
                 }
             }
+            .bind(host: configuration.listen.host, port: configuration.listen.port)
+            .get()
         let metrics = configuration.metrics.enabled
             ? try await MetricsServer.bind(host: configuration.metrics.host, port: configuration.metrics.port, context: context, group: group)
             : nil
@@ -67,12 +68,12 @@ public final class GatewayServer: Service, Sendable {
     }
 
     private init(
-        serverChannel: NIOAsyncChannel<(NIOAsyncChannel<IMFrame, IMFrame>, OutboundSequence), Never>,
+        serverChannel: any Channel,
         context: GatewayContext,
         metrics: MetricsServer?
     ) {
         self.serverChannel = serverChannel
-        self.localAddress = serverChannel.channel.localAddress!
+        self.localAddress = serverChannel.localAddress!
         self.context = context
         self.metrics = metrics
     }
@@ -81,7 +82,7 @@ public final class GatewayServer: Service, Sendable {
     public func run() async throws {
         context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
         try await withGracefulShutdownHandler {
-            try await withThrowingDiscardingTaskGroup { group in
+            do {
                 let stats = Task { await StatsPublisher(context: context).run() }
                 let shares = Task { await LocationShareDirectory.follow(context.shares, context: context) }
                 let metrics = Task { try await self.metrics?.run() }
@@ -93,24 +94,21 @@ public final class GatewayServer: Service, Sendable {
                     metrics.cancel()
                     Task { await self.metrics?.stop() }
                 }
-                try await serverChannel.executeThenClose { inbound in
-                    for try await (connection, sequence) in inbound {
-                        group.addTask {
-                            await DeviceConnection(channel: connection, sequence: sequence, context: self.context).run()
-                        }
-                    }
-                }
+                // Connections are served by their channel handlers; this waits for the
+                // listener to close, then for the last connection to finish.
+                try await serverChannel.closeFuture.get()
+                await context.tracker.waitUntilIdle()
             }
         } onGracefulShutdown: {
             self.context.logger.info("shutting down: no new connections, sessions end with their wills")
-            self.serverChannel.channel.close(promise: nil)
+            self.serverChannel.close(promise: nil)
             Task { await self.context.registry.shutdownAll() }
         }
     }
 
     /// Closes the listener (connections being served go on until they end).
     public func stop() async {
-        try? await serverChannel.channel.close()
+        try? await serverChannel.close()
         await metrics?.stop()
     }
 }

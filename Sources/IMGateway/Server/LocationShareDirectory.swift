@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Mosquitto
+import Synchronization
 
 /// A location share as published, retained, on `{prefix}/u/{sharer}/location/share`
 /// (message expiry = what is left of the share; an empty retained message ends it).
@@ -17,42 +18,45 @@ struct LocationSharePayload: Codable, Hashable, Sendable {
 /// process follows `{prefix}/u/+/location/share` (retained) with a client of its own and
 /// checks a watcher against it before subscribing it to, and again before forwarding,
 /// a sharer's positions. A share started on this process is known here at once.
-actor LocationShareDirectory {
-    private var shares: LocationShares
+///
+/// A lock, not an actor: checked for every position forwarded to a watcher, from the
+/// connections' event loops, which must not suspend.
+final class LocationShareDirectory: Sendable {
+    private let shares: Mutex<LocationShares>
 
     init(maxDuration: Double) {
-        shares = LocationShares(maxDuration: maxDuration)
+        shares = Mutex(LocationShares(maxDuration: maxDuration))
     }
 
     private static func now() -> Double { Date.now.timeIntervalSince1970 }
 
     func start(sharer: String, audience: Set<String>, duration: Double) -> LocationShares.Share {
-        shares.start(sharer: sharer, audience: audience, duration: duration, now: Self.now())
+        shares.withLock { $0.start(sharer: sharer, audience: audience, duration: duration, now: Self.now()) }
     }
 
     func stop(sharer: String) {
-        _ = shares.stop(sharer: sharer)
+        _ = shares.withLock { $0.stop(sharer: sharer) }
     }
 
     func canWatch(watcher: String, sharer: String) -> Bool {
-        watcher == sharer || shares.canWatch(watcher: watcher, sharer: sharer, now: Self.now())
+        watcher == sharer || shares.withLock { $0.canWatch(watcher: watcher, sharer: sharer, now: Self.now()) }
     }
 
     func isSharing(_ sharer: String) -> LocationShares.Share? {
-        shares.share(of: sharer, now: Self.now())
+        shares.withLock { $0.share(of: sharer, now: Self.now()) }
     }
 
     /// A retained share message (or its removal) seen on the broker.
     func apply(sharer: String, payload: [UInt8]) {
         guard !payload.isEmpty, let share = try? PayloadCodec.decode(LocationSharePayload.self, from: payload), share.user == sharer else {
-            _ = shares.stop(sharer: sharer)
+            stop(sharer: sharer)
             return
         }
         let remaining = Double(share.until) / 1000 - Self.now()
         if remaining > 0 {
-            shares.start(sharer: sharer, audience: Set(share.audience), duration: remaining, now: Self.now())
+            _ = start(sharer: sharer, audience: Set(share.audience), duration: remaining)
         } else {
-            _ = shares.stop(sharer: sharer)
+            stop(sharer: sharer)
         }
     }
 
@@ -66,7 +70,7 @@ actor LocationShareDirectory {
             for await message in client.messages {
                 let levels = message.topic.split(separator: "/", omittingEmptySubsequences: false)
                 guard levels.count >= 5 else { continue }
-                await directory.apply(sharer: String(levels[levels.count - 3]), payload: message.payload)
+                directory.apply(sharer: String(levels[levels.count - 3]), payload: message.payload)
             }
         }
         defer { consumer.cancel() }

@@ -1,0 +1,67 @@
+import Mosquitto
+import Synchronization
+
+/// What the MQTT side hands a device connection, from the MQTT loop's thread: received
+/// messages, the outcomes of chat publishes, the loss of the MQTT connection. Posted
+/// under a lock and taken by the connection on its event loop in batches: the first post
+/// after a take wakes the connection once, so a burst of deliveries costs one hop to the
+/// event loop, not one each.
+final class ConnectionMailbox: Sendable {
+    /// One piece of mail.
+    enum Mail: Sendable {
+        /// A message on one of the session's subscriptions.
+        case message(MosquittoMessage)
+        /// The broker has (or refused) a chat message the device sent.
+        case published(ChatTicket, Result<Void, MosquittoError>)
+        /// The MQTT connection ended.
+        case lost(LossReason)
+    }
+
+    /// What a chat message's ACK needs once the broker has it.
+    struct ChatTicket: Sendable {
+        var messageID: String
+        var sequence: UInt32
+        var sessionID: UInt16
+        var serverTime: UInt64
+    }
+
+    private struct State {
+        var mail: [Mail] = []
+        /// Called (outside the lock) by the post that finds the box empty.
+        var wake: (@Sendable () -> Void)?
+    }
+
+    private let state: Mutex<State>
+
+    /// A mailbox that calls `wake` when mail arrives in an empty box. `wake` is expected
+    /// to schedule a ``take()`` (it is called on the poster's thread).
+    init(wake: @escaping @Sendable () -> Void) {
+        state = Mutex(State(wake: wake))
+    }
+
+    /// Adds mail; wakes the reader if the box was empty. Ignored once closed.
+    func post(_ mail: Mail) {
+        let wake = state.withLock { state -> (@Sendable () -> Void)? in
+            guard let wake = state.wake else { return nil }
+            state.mail.append(mail)
+            return state.mail.count == 1 ? wake : nil
+        }
+        wake?()
+    }
+
+    /// Everything posted since the last take, in order.
+    func take() -> [Mail] {
+        state.withLock { state in
+            defer { state.mail.removeAll(keepingCapacity: true) }
+            return state.mail
+        }
+    }
+
+    /// Drops what is left and the reference to the reader; later posts are ignored.
+    func close() {
+        state.withLock { state in
+            state.mail = []
+            state.wake = nil
+        }
+    }
+}

@@ -1,0 +1,282 @@
+import Foundation
+import IMWire
+import Mosquitto
+import NIOCore
+
+extension DeviceConnection {
+    // MARK: Requests of a logged-in device
+
+    /// A request on a logged-in connection (anything but HEARTBEAT, HELLO, LOGIN, LOGOUT).
+    func handleRequest(_ message: IMMessage, _ frame: IMFrame) {
+        let header = frame.header
+        switch message {
+        case .ack(let ack):
+            if let (deliveryID, origin) = deliveries.remove(ack.sequence) {
+                acknowledgements.append(deliveryID)
+                if let origin { delivered.append(origin) }
+            }
+        case .chat(let chat):
+            gateway.statistics.messagesIn.add(1, ordering: .relaxed)
+            startChat(chat, header)
+        case .readReceipt(let receipt):
+            submit(.receipt(receipt), header)
+        case .presenceWatch(let watch):
+            submit(.watch(watch.users), header)
+        case .presenceUnwatch(let unwatch):
+            submit(.unwatch(unwatch.users), header)
+        case .locationShareStart(let start):
+            submit(.shareStart(start), header)
+        case .locationShareStop:
+            submit(.shareStop, header)
+        case .locationUpdate(let update):
+            locationUpdate(update, header)
+        case .locationWatch(let watch):
+            submit(.locationWatch(watch.users), header)
+        case .locationUnwatch(let unwatch):
+            submit(.locationUnwatch(unwatch.users), header)
+        case .subscribe(let subscribe):
+            submit(.subscribe(subscribe), header)
+        case .unsubscribe(let unsubscribe):
+            submit(.unsubscribe(unsubscribe), header)
+        case .publish(let publish):
+            submit(.publish(publish), header)
+        default:
+            reply(Ack.refusing(sequence: header.sequence, code: .unknownOperation, message: "not supported by this gateway yet"), to: header)
+        }
+    }
+
+    func reply(_ ack: Ack, to header: IMFrameHeader) {
+        write(ack.frame(timestamp: unixSeconds(), sessionID: header.sessionID))
+    }
+
+    private func submit(_ job: DeviceRequests.Job, _ header: IMFrameHeader) {
+        guard let requests else { return }
+        lane.submit { await requests.run(job, header: header) }
+    }
+
+    /// Checked here, at once: the share (PROTOCOL.md 6.7) and the rate limit.
+    private func locationUpdate(_ update: LocationUpdate, _ header: IMFrameHeader) {
+        guard let session else { return }
+        let location = gateway.configuration.location
+        guard let share = gateway.shares.isSharing(session.user) else {
+            reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "start sharing first"), to: header)
+            return
+        }
+        let now = Date.now.timeIntervalSince1970
+        guard locationLimiter.allow(now: now) else {
+            reply(Ack.refusing(sequence: header.sequence, code: .rateLimited,
+                message: "at most \(location.maxUpdatesPerSecond) updates per second"), to: header)
+            return
+        }
+        let left = UInt32(share.remaining(now: now).rounded(.up))
+        submit(.locationUpdate(update, expiry: min(UInt32(clamping: location.retainExpiry), left)), header)
+    }
+
+    // MARK: Chat: the fast path
+
+    /// Validates a chat message and gathers it for ``startUplink()``; a resent id that was
+    /// already accepted is ACKed at once without publishing again.
+    private func startChat(_ chat: ChatSend, _ header: IMFrameHeader) {
+        guard let session else { return }
+        do {
+            try IMIdentifier.validate(chat.to, kind: .user)
+        } catch {
+            reply(Ack.refusing(sequence: header.sequence, code: .invalidUserID, message: "\(error)"), to: header)
+            return
+        }
+        if let earlier = gateway.dedup.accepted(user: session.user, id: chat.messageID) {
+            reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: earlier), to: header)
+            return
+        }
+        let serverTime = unixMilliseconds()
+        chatsToStart.append(ChatStart(
+            publish: session.chatPublish(chat, serverTime: serverTime),
+            ticket: .init(messageID: chat.messageID, sequence: header.sequence, sessionID: header.sessionID, serverTime: serverTime)))
+        outstandingChats += 1
+    }
+
+    /// Hands what this read burst (or mailbox batch) gathered to the MQTT client, in one
+    /// visit to its loop: acknowledgements of deliveries first (under ack-through they
+    /// release the session's writes), then "delivered" receipts (one per sender), then the
+    /// chat publishes in the order they came. Chat outcomes come back as mail.
+    func startUplink() {
+        guard let session, let mailbox, !sessionEnding,
+              !(chatsToStart.isEmpty && acknowledgements.isEmpty && delivered.isEmpty)
+        else { return }
+        let chats = chatsToStart
+        let acknowledgements = self.acknowledgements
+        let receipts = Self.bySender(delivered).map { group in
+            (publish: session.deliveredReceipt(to: group.sender, messageIDs: group.ids), messageID: group.ids[0])
+        }
+        chatsToStart = []
+        self.acknowledgements = []
+        delivered = []
+        let logger = self.logger
+        session.client.perform { client in
+            if !acknowledgements.isEmpty { client.acknowledge(deliveryIDs: acknowledgements) }
+            for (receipt, messageID) in receipts {
+                let failed: @Sendable (any Error) -> Void = { error in
+                    logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(messageID)"])
+                }
+                do {
+                    try receipt.start(on: client) { if case .failure(let error) = $0 { failed(error) } }
+                } catch {
+                    failed(error)
+                }
+            }
+            for chat in chats {
+                do {
+                    try chat.publish.start(on: client) { mailbox.post(.published(chat.ticket, $0)) }
+                } catch {
+                    mailbox.post(.published(chat.ticket, .failure(error as? MosquittoError ?? .closed)))
+                }
+            }
+        }
+    }
+
+    /// Message ids grouped by sender, senders and ids in the order they came.
+    static func bySender(_ origins: [PendingDeliveries.Origin]) -> [(sender: String, ids: [String])] {
+        var groups: [(sender: String, ids: [String])] = []
+        var index: [String: Int] = [:]
+        for origin in origins {
+            if let at = index[origin.from] {
+                groups[at].ids.append(origin.messageID)
+            } else {
+                index[origin.from] = groups.count
+                groups.append((origin.from, [origin.messageID]))
+            }
+        }
+        return groups
+    }
+
+    // MARK: From the MQTT side
+
+    /// Takes the mailbox's batch (on the event loop).
+    func drainMailbox() {
+        guard let mailbox else { return }
+        let mail = mailbox.take()
+        switch machine.state {
+        case .authenticating:
+            // LOGIN_OK is not written yet: deliveries wait for it.
+            early.append(contentsOf: mail)
+        case .loggedIn:
+            receive(mail)
+        case .awaitingLogin, .closing, .closed:
+            // Unsettled deliveries stay with the broker (not acknowledged), which
+            // redelivers them to the device's next connection.
+            return
+        }
+    }
+
+    /// Handles mail in order, then writes what it produced.
+    func receive(_ mail: [ConnectionMailbox.Mail]) {
+        guard !mail.isEmpty else { return }
+        let timestamp = unixSeconds()
+        for item in mail {
+            switch item {
+            case .message(let message):
+                receive(message)
+            case .published(let ticket, let outcome):
+                settle(ticket, outcome, timestamp: timestamp)
+            case .lost(let reason):
+                // The MQTT connection ending (broker gone, session taken over at the
+                // broker) ends the device connection: the device reconnects.
+                guard machine.state == .loggedIn else { continue }
+                logger.warning("MQTT session lost", metadata: ["reason": "\(reason)"])
+                sendThenClose(.error(ErrorNotice(code: .brokerUnavailable, message: "\(reason)")))
+            }
+        }
+        writeDownlink()
+        startUplink()
+        flushIfNeeded()
+        if readPending, outstandingChats < Self.maxOutstandingChats, let context = channelContext {
+            readPending = false
+            context.read()
+        }
+    }
+
+    /// The broker has (or refused) a chat message: ACK it to the device, remember its id
+    /// for resends.
+    private func settle(_ ticket: ConnectionMailbox.ChatTicket, _ outcome: Result<Void, MosquittoError>, timestamp: UInt32) {
+        outstandingChats -= 1
+        guard let session else { return }
+        switch outcome {
+        case .success:
+            gateway.dedup.record(user: session.user, id: ticket.messageID, serverTime: ticket.serverTime)
+            write(Ack(sequence: ticket.sequence, messageID: ticket.messageID, serverTime: ticket.serverTime)
+                .frame(timestamp: timestamp, sessionID: ticket.sessionID))
+        case .failure(let error):
+            logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(ticket.messageID)"])
+            write(Ack.refusing(sequence: ticket.sequence, code: .brokerUnavailable, message: "\(error)")
+                .frame(timestamp: timestamp, sessionID: ticket.sessionID))
+        }
+    }
+
+    /// Turns a message of the MQTT session into a frame for the device (queued by
+    /// priority), or acknowledges it at once.
+    private func receive(_ message: MosquittoMessage) {
+        guard let session else { return }
+        switch gateway.topics.classify(message.topic) {
+        case .inbox:
+            guard let payload = try? PayloadCodec.decode(ChatPayload.self, from: message.payload),
+                  var delivery = try? payload.delivery()
+            else {
+                logger.warning("dropping an unreadable inbox message", metadata: ["topic": "\(message.topic)"])
+                acknowledgements.append(message.deliveryID)
+                return
+            }
+            delivery.resend = message.dup
+            downlink.enqueue(
+                DownlinkEntry(message: .delivery(delivery), deliveryID: message.deliveryID,
+                              origin: PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID)),
+                class: .chat)
+            gateway.statistics.messagesOut.add(1, ordering: .relaxed)
+        case .location(let sharer):
+            // Checked again at each position: a stopped or expired share (or one whose
+            // audience changed) stops the stream at once.
+            if !message.payload.isEmpty, gateway.shares.canWatch(watcher: session.user, sharer: sharer),
+               let payload = try? PayloadCodec.decode(LocationPayload.self, from: message.payload),
+               payload.user == sharer, let notice = try? payload.notice() {
+                downlink.enqueue(DownlinkEntry(message: .location(notice)), class: .location, coalescingKey: sharer)
+            }
+        case .pubsub(let clientTopic):
+            let publish = Publish(
+                topic: clientTopic, payload: ByteBuffer(bytes: message.payload), qos: IMQoS(rawValue: message.qos.rawValue) ?? .atMostOnce,
+                retain: message.retain, serverTime: unixMilliseconds(), resend: message.dup)
+            downlink.enqueue(
+                DownlinkEntry(message: .publish(publish), deliveryID: message.qos == .atMostOnce ? nil : message.deliveryID), class: .other)
+            gateway.statistics.messagesOut.add(1, ordering: .relaxed)
+        case .presence(let user, _):
+            // Retained "online"/"offline" per device; an empty retained payload (a cleared
+            // presence) carries nothing to tell.
+            if !message.payload.isEmpty, let payload = try? PayloadCodec.decode(PresencePayload.self, from: message.payload),
+               let notice = try? payload.notice(user: user) {
+                downlink.enqueue(DownlinkEntry(message: .presence(notice)), class: .presence, coalescingKey: message.topic)
+            }
+            acknowledgements.append(message.deliveryID)
+        case .receipts:
+            if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notices = try? payload.notices() {
+                for notice in notices { downlink.enqueue(DownlinkEntry(message: .receiptNotice(notice)), class: .receipt) }
+            }
+            // Acknowledged at once, not through the device's ACK: under ack-through an
+            // unACKed notice would hold the device's own chat behind it, and a receipt lost
+            // in a crash costs little (the device's ACK is accepted and ignored).
+            acknowledgements.append(message.deliveryID)
+        default:
+            acknowledgements.append(message.deliveryID)
+        }
+    }
+
+    /// Writes queued frames in priority order while the socket takes them. When the device
+    /// reads slowly, the rest waits in the queue, where chat goes first and a newer
+    /// presence or position replaces a queued one.
+    func writeDownlink() {
+        guard let context = channelContext, machine.state == .loggedIn else { return }
+        let timestamp = unixSeconds()
+        while context.channel.isWritable, let entry = downlink.dequeue() {
+            let number = sequence.next()
+            if let deliveryID = entry.deliveryID { deliveries.insert(number, deliveryID, origin: entry.origin) }
+            write(entry.message.frame(sequence: number, timestamp: timestamp, sessionID: sessionID))
+        }
+    }
+}

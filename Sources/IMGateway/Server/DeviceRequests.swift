@@ -1,0 +1,155 @@
+import Foundation
+import IMWire
+import Logging
+import Mosquitto
+import NIOCore
+
+/// A logged-in device's requests that wait for the broker's answer before their ACK:
+/// read receipts, presence and location operations, generic publish/subscribe. They run
+/// one after the other on the connection's ``RequestLane``; chat and delivery ACKs take
+/// the connection's faster path and never wait behind them.
+struct DeviceRequests: Sendable {
+    /// One request, with the header of its frame (for the reply).
+    enum Job: Sendable {
+        case receipt(ReadReceipt)
+        case watch([String])
+        case unwatch([String])
+        case shareStart(LocationShareStart)
+        case shareStop
+        /// A position (already checked against the share and the rate limit).
+        case locationUpdate(LocationUpdate, expiry: UInt32)
+        case locationWatch([String])
+        case locationUnwatch([String])
+        case subscribe(Subscribe)
+        case unsubscribe(Unsubscribe)
+        case publish(Publish)
+    }
+
+    let session: DeviceSession
+    let context: GatewayContext
+    let sender: FrameSender
+    let logger: Logger
+
+    /// Runs `job` and answers the frame with `header`: ACK, or a negative ACK saying why.
+    func run(_ job: Job, header: IMFrameHeader) async {
+        do {
+            try await perform(job, header: header)
+        } catch let error as IMIdentifierError {
+            sender.reply(Ack.refusing(sequence: header.sequence, code: .invalidUserID, message: "\(error)"), to: header)
+        } catch {
+            sender.reply(Ack.refusing(sequence: header.sequence, code: .brokerUnavailable, message: "\(error)"), to: header)
+        }
+    }
+
+    private func perform(_ job: Job, header: IMFrameHeader) async throws {
+        let shares = context.shares
+        let me = session.user
+        switch job {
+        case .receipt(let receipt):
+            try IMIdentifier.validate(receipt.to, kind: .user)
+            try await session.publishReadReceipt(receipt)
+            sender.reply(Ack(sequence: header.sequence, messageID: receipt.messageID), to: header)
+        case .watch(let users):
+            // The retained presence of every device of the watched users arrives at
+            // once, then every change (PRESENCE notices).
+            for user in users { try IMIdentifier.validate(user, kind: .user) }
+            let results = try await session.client.subscribe(users.map { .init(context.topics.presenceFilter(user: $0), qos: .atLeastOnce) })
+            let refused = results.contains { if case .rejected = $0 { true } else { false } }
+            sender.reply(refused ? Ack.refusing(sequence: header.sequence, code: .forbidden) : Ack(sequence: header.sequence), to: header)
+        case .unwatch(let users):
+            try await session.client.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.presenceFilter(user: $0) })
+            sender.reply(Ack(sequence: header.sequence), to: header)
+        case .shareStart(let start):
+            for user in start.audience { try IMIdentifier.validate(user, kind: .user) }
+            let share = shares.start(sharer: me, audience: Set(start.audience), duration: Double(start.duration))
+            let duration = UInt32(share.remaining(now: Date.now.timeIntervalSince1970).rounded(.up))
+            try await session.publishShare(audience: start.audience, until: UInt64(share.expiresAt * 1000), duration: duration)
+            sender.reply(Ack(sequence: header.sequence), to: header)
+        case .shareStop:
+            shares.stop(sharer: me)
+            try await session.clearShare()
+            sender.reply(Ack(sequence: header.sequence), to: header)
+        case .locationUpdate(let update, let expiry):
+            try await session.publishLocation(update, expiry: expiry)
+            sender.reply(Ack(sequence: header.sequence), to: header)
+        case .locationWatch(let users):
+            for user in users { try IMIdentifier.validate(user, kind: .user) }
+            let refused = users.filter { !shares.canWatch(watcher: me, sharer: $0) }
+            guard refused.isEmpty else {
+                sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden,
+                    message: "not in the audience of \(refused.joined(separator: ", "))"), to: header)
+                return
+            }
+            _ = try await session.client.subscribe(users.map { .init(context.topics.location(user: $0), qos: .atMostOnce) })
+            sender.reply(Ack(sequence: header.sequence), to: header)
+        case .locationUnwatch(let users):
+            try await session.client.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.location(user: $0) })
+            sender.reply(Ack(sequence: header.sequence), to: header)
+        case .subscribe(let subscribe):
+            try await self.subscribe(subscribe, header: header)
+        case .unsubscribe(let unsubscribe):
+            let filters = unsubscribe.filters.compactMap { try? context.topics.pubsubFilter($0) }
+            if !filters.isEmpty { try await session.client.unsubscribe(filters) }
+            sender.reply(Ack(sequence: header.sequence), to: header)
+        case .publish(let publish):
+            try await self.publish(publish, header: header)
+        }
+    }
+
+    /// Generic subscribe inside the configured topic space (PROTOCOL.md 6.8): one result
+    /// per filter, refused ones named.
+    private func subscribe(_ subscribe: Subscribe, header: IMFrameHeader) async throws {
+        let policy = context.configuration.pubsub
+        let maxQoS = IMQoS(rawValue: UInt8(clamping: policy.maxQoS)) ?? .exactlyOnce
+        var results = [WireSubscriptionResult?](repeating: nil, count: subscribe.subscriptions.count)
+        var wanted: [(index: Int, subscription: MosquittoClient.Subscription)] = []
+        for (index, request) in subscribe.subscriptions.enumerated() {
+            guard policy.allowSubscribe else {
+                results[index] = WireSubscriptionResult(filter: request.filter, outcome: .refused(.forbidden))
+                continue
+            }
+            guard let filter = try? context.topics.pubsubFilter(request.filter) else {
+                results[index] = WireSubscriptionResult(filter: request.filter, outcome: .refused(.invalidTopic))
+                continue
+            }
+            let qos = QoS(rawValue: min(request.qos, maxQoS).rawValue) ?? .atMostOnce
+            wanted.append((index, .init(filter, qos: qos)))
+        }
+        if !wanted.isEmpty {
+            let granted = try await session.client.subscribe(wanted.map(\.subscription))
+            for (position, entry) in wanted.enumerated() {
+                let filter = subscribe.subscriptions[entry.index].filter
+                switch granted[position] {
+                case .granted(let qos):
+                    results[entry.index] = WireSubscriptionResult(filter: filter, outcome: .granted(IMQoS(rawValue: qos.rawValue) ?? .atMostOnce))
+                case .rejected:
+                    results[entry.index] = WireSubscriptionResult(filter: filter, outcome: .refused(.forbidden))
+                }
+            }
+        }
+        sender.reply(Ack(sequence: header.sequence, subscriptions: results.compactMap { $0 }), to: header)
+    }
+
+    /// Generic publish inside the configured topic space (PROTOCOL.md 6.8).
+    private func publish(_ publish: Publish, header: IMFrameHeader) async throws {
+        let policy = context.configuration.pubsub
+        let maxQoS = IMQoS(rawValue: UInt8(clamping: policy.maxQoS)) ?? .exactlyOnce
+        guard policy.allowPublish else {
+            sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "publishing is not allowed"), to: header)
+            return
+        }
+        guard let topic = try? context.topics.pubsubTopic(publish.topic) else {
+            sender.reply(Ack.refusing(sequence: header.sequence, code: .invalidTopic,
+                message: "\(publish.topic) is outside \(context.configuration.topicPrefix)/\(policy.topicSpace)/"), to: header)
+            return
+        }
+        guard publish.qos <= maxQoS else {
+            sender.reply(Ack.refusing(sequence: header.sequence, code: .qosNotSupported, message: "at most QoS \(maxQoS.rawValue)"), to: header)
+            return
+        }
+        try await session.client.publish(
+            topic: topic, payload: Array(publish.payload.readableBytesView), qos: QoS(rawValue: publish.qos.rawValue) ?? .atMostOnce,
+            retain: publish.retain, properties: MQTTProperties(userProperties: [UserProperty("sender", session.user)]))
+        sender.reply(Ack(sequence: header.sequence, serverTime: unixMilliseconds()), to: header)
+    }
+}
