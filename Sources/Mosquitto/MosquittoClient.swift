@@ -64,7 +64,7 @@ public actor MosquittoClient {
     private let messageSink: AsyncStream<MosquittoMessage>.Continuation
     private let eventSink: AsyncStream<Event>.Continuation
     /// Set by ``deliverMessages(to:)``: takes messages instead of `messages`.
-    private var messageHandler: (@Sendable (MosquittoMessage) -> Void)?
+    private var messageHandler: (@Sendable (MosquittoMessage) -> Handling)?
     /// Set by ``reportEvents(to:)``: takes events instead of `events`.
     private var eventHandler: (@Sendable (Event) -> Void)?
     private var io: ClientIO?
@@ -519,10 +519,21 @@ public actor MosquittoClient {
         loop.execute { [self] in self.assumeIsolated { body($0) } }
     }
 
+    /// When a message handed to a ``deliverMessages(to:)`` handler is acknowledged (in
+    /// `.manual` acknowledgement mode; otherwise always at once).
+    public enum Handling: Sendable, Hashable {
+        /// Now: the handler is done with it (its PUBACK is not held).
+        case now
+        /// Later, by `acknowledge(_:)`: its PUBACK, and the client's writes, are held
+        /// until then.
+        case later
+    }
+
     /// From now on, received messages go to `handler` (called on the loop thread, in
-    /// arrival order) instead of `messages`; `nil` goes back to `messages`. Set it before
-    /// `connect()` for a resumed session: its queued messages follow CONNACK at once.
-    public func deliverMessages(to handler: (@Sendable (MosquittoMessage) -> Void)?) {
+    /// arrival order) instead of `messages`; `nil` goes back to `messages`. The handler
+    /// says whether it is done with the message at once. Set it before `connect()` for a
+    /// resumed session: its queued messages follow CONNACK at once.
+    public func deliverMessages(to handler: (@Sendable (MosquittoMessage) -> Handling)?) {
         messageHandler = handler
     }
 
@@ -781,16 +792,20 @@ public actor MosquittoClient {
         if received.qos != .atMostOnce {
             nextDeliveryID += 1
             received.deliveryID = nextDeliveryID
-            if configuration.acknowledgement == .manual, let io {
-                unacknowledged.insert(received.deliveryID)
-                io.holdWrites = true
-            }
         }
         if let messageHandler {
-            messageHandler(received)
+            if messageHandler(received) == .later { hold(received) }
         } else {
+            hold(received)
             messageSink.yield(received)
         }
+    }
+
+    /// In `.manual` mode, holds the writes (and so the PUBACK) until `message` is acknowledged.
+    private func hold(_ message: MosquittoMessage) {
+        guard message.qos != .atMostOnce, configuration.acknowledgement == .manual, let io else { return }
+        unacknowledged.insert(message.deliveryID)
+        io.holdWrites = true
     }
 
     private func report(_ event: Event) {

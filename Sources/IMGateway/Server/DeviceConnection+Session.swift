@@ -92,7 +92,6 @@ extension DeviceConnection {
         chatsToStart.append(ChatStart(
             publish: session.chatPublish(chat, serverTime: serverTime),
             ticket: .init(messageID: chat.messageID, sequence: header.sequence, sessionID: header.sessionID, serverTime: serverTime)))
-        outstandingChats += 1
     }
 
     /// Hands what this read burst (or mailbox batch) gathered to the MQTT client, in one
@@ -100,15 +99,13 @@ extension DeviceConnection {
     /// release the session's writes), then "delivered" receipts (one per sender), then the
     /// chat publishes in the order they came. Chat outcomes come back as mail.
     func startUplink() {
-        guard let session, let mailbox, !sessionEnding,
-              !(chatsToStart.isEmpty && acknowledgements.isEmpty && delivered.isEmpty)
-        else { return }
-        let chats = chatsToStart
+        guard let session, let mailbox, !sessionEnding else { return }
+        let chats = takeChatsToStart()
+        guard !(chats.isEmpty && acknowledgements.isEmpty && delivered.isEmpty) else { return }
         let acknowledgements = self.acknowledgements
         let receipts = Self.bySender(delivered).map { group in
             (publish: session.deliveredReceipt(to: group.sender, messageIDs: group.ids), messageID: group.ids[0])
         }
-        chatsToStart = []
         self.acknowledgements = []
         delivered = []
         let logger = self.logger
@@ -132,6 +129,17 @@ extension DeviceConnection {
                 }
             }
         }
+    }
+
+    /// As many waiting chat messages as the in-flight bound lets go now.
+    private func takeChatsToStart() -> [ChatStart] {
+        let room = gateway.configuration.broker.maxInflight - chatsInFlight
+        guard room > 0, !chatsToStart.isEmpty else { return [] }
+        var chats: [ChatStart] = []
+        chats.reserveCapacity(min(room, chatsToStart.count))
+        while chats.count < room, let chat = chatsToStart.popFirst() { chats.append(chat) }
+        chatsInFlight += chats.count
+        return chats
     }
 
     /// Message ids grouped by sender, senders and ids in the order they came.
@@ -189,7 +197,7 @@ extension DeviceConnection {
         writeDownlink()
         startUplink()
         flushIfNeeded()
-        if readPending, outstandingChats < Self.maxOutstandingChats, let context = channelContext {
+        if readPending, chatsToStart.count < Self.maxWaitingChats, let context = channelContext {
             readPending = false
             context.read()
         }
@@ -198,7 +206,7 @@ extension DeviceConnection {
     /// The broker has (or refused) a chat message: ACK it to the device, remember its id
     /// for resends.
     private func settle(_ ticket: ConnectionMailbox.ChatTicket, _ outcome: Result<Void, MosquittoError>, timestamp: UInt32) {
-        outstandingChats -= 1
+        chatsInFlight -= 1
         guard let session else { return }
         switch outcome {
         case .success:
@@ -253,17 +261,13 @@ extension DeviceConnection {
                let notice = try? payload.notice(user: user) {
                 downlink.enqueue(DownlinkEntry(message: .presence(notice)), class: .presence, coalescingKey: message.topic)
             }
-            acknowledgements.append(message.deliveryID)
         case .receipts:
+            // (Acknowledged at once on the MQTT loop: DeviceSession.attach(to:).)
             if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notices = try? payload.notices() {
                 for notice in notices { downlink.enqueue(DownlinkEntry(message: .receiptNotice(notice)), class: .receipt) }
             }
-            // Acknowledged at once, not through the device's ACK: under ack-through an
-            // unACKed notice would hold the device's own chat behind it, and a receipt lost
-            // in a crash costs little (the device's ACK is accepted and ignored).
-            acknowledgements.append(message.deliveryID)
         default:
-            acknowledgements.append(message.deliveryID)
+            return
         }
     }
 

@@ -54,15 +54,16 @@ final class DeviceConnection: ChannelDuplexHandler {
     var requests: DeviceRequests?
     /// Mail that arrived before LOGIN_OK was written.
     var early: [ConnectionMailbox.Mail] = []
-    /// Chat publishes gathered in this read burst.
-    var chatsToStart: [ChatStart] = []
+    /// Chat messages waiting to be handed to the MQTT client, in order.
+    var chatsToStart = FIFO<ChatStart>()
     /// MQTT deliveries the device (or the gateway) is done with, gathered in this burst.
     var acknowledgements: [UInt64] = []
     /// ACKed chat deliveries whose "delivered" receipt is not published yet.
     var delivered: [PendingDeliveries.Origin] = []
-    /// Chat messages handed to the MQTT client and not settled yet.
-    var outstandingChats = 0
-    /// A read was held back while too many chats were outstanding.
+    /// Chat messages handed to the MQTT client and not settled yet (at most
+    /// `broker.max_inflight`: libmosquitto searches its in-flight list linearly).
+    var chatsInFlight = 0
+    /// A read was held back while too many chats were waiting.
     var readPending = false
     var watch: UInt64?
     var locationLimiter: RateLimiter
@@ -74,9 +75,11 @@ final class DeviceConnection: ChannelDuplexHandler {
     var finishedWithoutSession = false
     var countedLoggedIn = false
 
-    /// At most this many chat messages of one device in flight towards the broker; past it
-    /// the connection stops reading until the broker catches up.
-    static let maxOutstandingChats = 4096
+    /// Past this many chat messages of one device waiting for the broker, the connection
+    /// stops reading until the broker catches up. Far above what a well-behaved device has
+    /// unACKed: while it does not read, the device's ACKs wait too, and under ack-through
+    /// the session's publishes may wait for those.
+    static let maxWaitingChats = 4096
 
     /// A frame for the device, queued by priority (``DownlinkQueue``).
     struct DownlinkEntry {
@@ -181,7 +184,7 @@ final class DeviceConnection: ChannelDuplexHandler {
     func read(context: ChannelHandlerContext) {
         // Backpressure: a device sending chat faster than the broker takes it waits. (Its
         // ACKs wait too, which is why the bound is far above what ack-through can hold.)
-        if outstandingChats >= Self.maxOutstandingChats {
+        if chatsToStart.count >= Self.maxWaitingChats {
             readPending = true
         } else {
             context.read()

@@ -76,8 +76,21 @@ final class DeviceSession: Sendable {
 
     /// Hands received messages and the loss of the connection to `mailbox` (on the MQTT
     /// loop's thread) instead of the client's streams.
+    ///
+    /// Only chat deliveries and pub/sub messages wait for the device's ACK (ack-through);
+    /// everything else is acknowledged at once, on the MQTT loop: a receipt or presence
+    /// notice held until the event loop got to it would hold the session's own chat
+    /// publishes behind it for two thread hops. (A receipt lost in a crash costs little:
+    /// the device's later ACK of it is accepted and ignored.)
     func attach(to mailbox: ConnectionMailbox) async {
-        await client.deliverMessages { mailbox.post(.message($0)) }
+        let topics = context.topics
+        await client.deliverMessages { message in
+            mailbox.post(.message(message))
+            switch topics.classify(message.topic) {
+            case .inbox, .pubsub: return .later
+            default: return .now
+            }
+        }
         await client.reportEvents { event in
             if case .disconnected(let reason) = event { mailbox.post(.lost(reason)) }
         }
