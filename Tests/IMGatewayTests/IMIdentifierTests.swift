@@ -1,4 +1,4 @@
-import IMGateway
+@testable import IMGateway
 import IMWire
 import Testing
 
@@ -47,5 +47,15 @@ struct IMIdentifierTests {
         #expect(error.errorCode == .invalidUserID)
         #expect(error.kind == .device)
         #expect(error.description.contains("device id \"a/b\""))
+    }
+
+    @Test("the control characters refused are exactly Unicode's general category Cc")
+    func controlCharactersAreCategoryCc() {
+        var disagreements: [UInt32] = []
+        for value in UInt32(0)...0x10FFFF {
+            guard let scalar = Unicode.Scalar(value), !"/+#$".unicodeScalars.contains(scalar) else { continue }
+            if IMIdentifier.isForbidden(scalar) != (scalar.properties.generalCategory == .control) { disagreements.append(value) }
+        }
+        #expect(disagreements.isEmpty, "differ at \(disagreements.prefix(10).map { String($0, radix: 16) })")
     }
 }

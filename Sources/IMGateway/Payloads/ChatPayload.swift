@@ -106,15 +106,20 @@ public struct ChatPayload: Codable, Hashable, Sendable {
 
     /// The `type` of a content tag: its IMWire name in lower case (`text`, `image`, ...).
     public static func typeName(of tag: IMTag) -> String {
-        tag.name?.lowercased() ?? "0x\(String(tag.rawValue, radix: 16))"
+        typeNames[tag.rawValue] ?? tag.name?.lowercased() ?? "0x\(String(tag.rawValue, radix: 16))"
     }
 
     /// The content tag of a `type`, or `nil` if it names none.
     public static func tag(ofType type: String) -> IMTag? {
-        contentTags.first { typeName(of: $0) == type }
+        tagsByType[type]
     }
 
     private static let contentTags: [IMTag] = (0x1001...0x1007).map { IMTag(UInt16($0)) }
+    // (Looked up for every message: computed once.)
+    private static let typeNames: [UInt16: String] = Dictionary(
+        uniqueKeysWithValues: contentTags.compactMap { tag in tag.name.map { (tag.rawValue, $0.lowercased()) } })
+    private static let tagsByType: [String: IMTag] = Dictionary(
+        uniqueKeysWithValues: contentTags.map { (typeName(of: $0), $0) })
 
     private static func bytes(base64: String, field: String) throws(PayloadError) -> ByteBuffer {
         guard let data = Data(base64Encoded: base64) else { throw .invalidField(field, value: base64) }

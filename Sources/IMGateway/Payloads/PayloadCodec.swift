@@ -11,9 +11,6 @@ public enum PayloadCodec {
     /// The payload types of this module always encode; non-finite numbers, the one thing
     /// JSON cannot hold, are written as the strings `"inf"`, `"-inf"` and `"nan"`.
     public static func encode<T: Encodable>(_ value: T) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         do {
             return Array(try encoder.encode(value))
         } catch {
@@ -21,10 +18,22 @@ public enum PayloadCodec {
         }
     }
 
+    /// One encoder for every payload (configured once; encoding does not change it, and
+    /// Foundation's JSONEncoder is Sendable): making one per message cost more than the
+    /// encoding of a chat message.
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return encoder
+    }()
+
+    private static let decoder = JSONDecoder()
+
     /// Decodes a `T` from JSON, or throws ``PayloadError``.
     public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws(PayloadError) -> T {
         do {
-            return try JSONDecoder().decode(T.self, from: Data(bytes))
+            return try decoder.decode(T.self, from: Data(bytes))
         } catch let error as PayloadError {
             throw error
         } catch let DecodingError.keyNotFound(key, context) {

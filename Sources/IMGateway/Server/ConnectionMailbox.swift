@@ -9,8 +9,9 @@ import Synchronization
 final class ConnectionMailbox: Sendable {
     /// One piece of mail.
     enum Mail: Sendable {
-        /// A message on one of the session's subscriptions.
-        case message(MosquittoMessage)
+        /// A message on one of the session's subscriptions, and what its topic is for
+        /// (classified once, on the MQTT loop).
+        case message(MosquittoMessage, GatewayTopics.Kind?)
         /// The broker has (or refused) a chat message the device sent.
         case published(ChatTicket, Result<Void, MosquittoError>)
         /// The MQTT connection ended.

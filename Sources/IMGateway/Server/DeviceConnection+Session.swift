@@ -182,8 +182,8 @@ extension DeviceConnection {
         let timestamp = unixSeconds()
         for item in mail {
             switch item {
-            case .message(let message):
-                receive(message)
+            case .message(let message, let kind):
+                receive(message, kind)
             case .published(let ticket, let outcome):
                 settle(ticket, outcome, timestamp: timestamp)
             case .lost(let reason):
@@ -222,9 +222,9 @@ extension DeviceConnection {
 
     /// Turns a message of the MQTT session into a frame for the device (queued by
     /// priority), or acknowledges it at once.
-    private func receive(_ message: MosquittoMessage) {
+    private func receive(_ message: MosquittoMessage, _ kind: GatewayTopics.Kind?) {
         guard let session else { return }
-        switch gateway.topics.classify(message.topic) {
+        switch kind {
         case .inbox:
             guard let payload = try? PayloadCodec.decode(ChatPayload.self, from: message.payload),
                   var delivery = try? payload.delivery()

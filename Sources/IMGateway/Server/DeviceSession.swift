@@ -85,8 +85,9 @@ final class DeviceSession: Sendable {
     func attach(to mailbox: ConnectionMailbox) async {
         let topics = context.topics
         await client.deliverMessages { message in
-            mailbox.post(.message(message))
-            switch topics.classify(message.topic) {
+            let kind = topics.classify(message.topic)
+            mailbox.post(.message(message, kind))
+            switch kind {
             case .inbox, .pubsub: return .later
             default: return .now
             }
