@@ -15,7 +15,7 @@ public enum ConnectionAction: Sendable, Hashable {
     case completeLogin
     /// Pass the frame to the logged-in session.
     case handleFrame
-    /// Refuse this request with the code (negative ACK; ERROR for HELLO and LOGIN); stay open.
+    /// Refuse this request with the code (a negative ACK with that code); stay open.
     case reject(IMErrorCode)
     /// Send ERROR with the code, then close (not logged in).
     case sendErrorAndClose(IMErrorCode)
