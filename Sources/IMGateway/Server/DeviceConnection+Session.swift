@@ -19,6 +19,9 @@ extension DeviceConnection {
             gateway.statistics.messagesIn.add(1, ordering: .relaxed)
             startChat(chat, header)
         case .readReceipt(let receipt):
+            // "delivered" before "read": gathered receipts go out first (the lane's publish
+            // reaches the MQTT loop after this one).
+            if !delivered.isEmpty { startUplink(receiptsDue: true) }
             submit(.receipt(receipt), header)
         case .presenceWatch(let watch):
             submit(.watch(watch.users), header)
@@ -96,18 +99,18 @@ extension DeviceConnection {
 
     /// Hands what this read burst (or mailbox batch) gathered to the MQTT client, in one
     /// visit to its loop: acknowledgements of deliveries first (under ack-through they
-    /// release the session's writes), then "delivered" receipts (one per sender), then the
-    /// chat publishes in the order they came. Chat outcomes come back as mail.
-    func startUplink() {
+    /// release the session's writes), then "delivered" receipts (one per sender) once
+    /// ``receiptWindow`` has passed or ``receiptBatch`` are waiting, then the chat
+    /// publishes in the order they came. Chat outcomes come back as mail.
+    func startUplink(receiptsDue: Bool = false) {
         guard let session, let mailbox, !sessionEnding else { return }
         let chats = takeChatsToStart()
-        guard !(chats.isEmpty && acknowledgements.isEmpty && delivered.isEmpty) else { return }
+        let receiptsNow = !delivered.isEmpty && (receiptsDue || delivered.count >= Self.receiptBatch)
+        if !delivered.isEmpty && !receiptsNow { scheduleReceipts() }
+        guard !(chats.isEmpty && acknowledgements.isEmpty && !receiptsNow) else { return }
         let acknowledgements = self.acknowledgements
-        let receipts = Self.bySender(delivered).map { group in
-            (publish: session.deliveredReceipt(to: group.sender, messageIDs: group.ids), messageID: group.ids[0])
-        }
+        let receipts = receiptsNow ? takeReceipts(session) : []
         self.acknowledgements = []
-        delivered = []
         let logger = self.logger
         session.client.perform { client in
             if !acknowledgements.isEmpty { client.acknowledge(deliveryIDs: acknowledgements) }
@@ -128,6 +131,27 @@ extension DeviceConnection {
                     mailbox.post(.published(chat.ticket, .failure(error as? MosquittoError ?? .closed)))
                 }
             }
+        }
+    }
+
+    /// The gathered "delivered" receipts, one per sender, ready to publish.
+    private func takeReceipts(_ session: DeviceSession) -> [(publish: DeviceSession.OutgoingPublish, messageID: String)] {
+        receiptTimer?.cancel()
+        receiptTimer = nil
+        defer { delivered = [] }
+        return Self.bySender(delivered).map { group in
+            (session.deliveredReceipt(to: group.sender, messageIDs: group.ids), group.ids[0])
+        }
+    }
+
+    /// Publishes the gathered "delivered" receipts once ``receiptWindow`` has passed.
+    private func scheduleReceipts() {
+        guard receiptTimer == nil, let loop = channelContext?.eventLoop else { return }
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        receiptTimer = loop.scheduleTask(in: Self.receiptWindow) {
+            let connection = bound.value
+            connection.receiptTimer = nil
+            connection.startUplink(receiptsDue: true)
         }
     }
 

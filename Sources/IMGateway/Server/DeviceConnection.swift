@@ -60,6 +60,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     var acknowledgements: [UInt64] = []
     /// ACKed chat deliveries whose "delivered" receipt is not published yet.
     var delivered: [PendingDeliveries.Origin] = []
+    /// Set while `delivered` waits for ``receiptWindow`` to pass.
+    var receiptTimer: Scheduled<Void>?
     /// Chat messages handed to the MQTT client and not settled yet (at most
     /// `broker.max_inflight`: libmosquitto searches its in-flight list linearly).
     var chatsInFlight = 0
@@ -74,6 +76,13 @@ final class DeviceConnection: ChannelDuplexHandler {
     var sessionEnding = false
     var finishedWithoutSession = false
     var countedLoggedIn = false
+
+    /// How long "delivered" receipts are gathered before they are published (one MQTT
+    /// message per sender for all of them), unless ``receiptBatch`` are waiting first. A
+    /// receipt is not urgent; one per read burst of a busy device cost more than a
+    /// fifth of the gateway's CPU under load.
+    static let receiptWindow: TimeAmount = .milliseconds(50)
+    static let receiptBatch = 256
 
     /// Past this many chat messages of one device waiting for the broker, the connection
     /// stops reading until the broker catches up. Far above what a well-behaved device has
@@ -278,6 +287,10 @@ final class DeviceConnection: ChannelDuplexHandler {
     /// Ends the device's MQTT session the way `reason` says, once.
     func endSession(_ reason: ConnectionStateMachine.CloseReason) {
         guard let session, !sessionEnding else { return }
+        // What the device ACKed goes first: acknowledgements and "delivered" receipts.
+        receiptTimer?.cancel()
+        receiptTimer = nil
+        startUplink(receiptsDue: true)
         sessionEnding = true
         mailbox?.close()
         lane.close()
