@@ -98,6 +98,8 @@ public actor IMClient {
     var connection: Connection?
     var generation = 0
     var loginDeadline: ContinuousClock.Instant?
+    /// When the current connection was opened (its login time seeds the RTT estimate).
+    var openedAt: ContinuousClock.Instant?
     var reconnectAt: ContinuousClock.Instant?
     /// Why the current or last connection ended, for the event and the error.
     var lastCause: IMClientError = .disconnected
@@ -160,9 +162,19 @@ public actor IMClient {
 
     /// Tells the client the network is available again (e.g. from the platform's path
     /// monitor): a pending reconnect starts now instead of after its delay; a connected
-    /// client checks its connection with a heartbeat.
+    /// client checks its connection with one heartbeat, and reconnects at once if that goes
+    /// unanswered for an ACK timeout (RTT-based), instead of waiting for three.
     public func networkAvailable() {
         handle(.networkAvailable)
+    }
+
+    /// Tells the client the device moved to another network (Wi-Fi to cellular, a new
+    /// address): a connection made over the old one cannot survive, so it is dropped and a
+    /// new one opened at once, without a backoff delay (``Event/reconnecting(_:)`` with
+    /// ``IMClientError/networkChanged`` and a zero delay). What was in flight is sent again
+    /// (chat with RESEND), as after any reconnect.
+    public func networkChanged() {
+        handle(.networkChanged)
     }
 
     /// Foreground (the app is in use: a fixed heartbeat if
@@ -227,7 +239,12 @@ public actor IMClient {
         case .cancelReconnect:
             reconnectAt = nil
         case .probeConnection:
-            sendHeartbeat()
+            sendHeartbeat(probe: true)
+        case .reconnectNow:
+            // (Only after networkChanged().)
+            lastCause = .networkChanged
+            eventSink.yield(.reconnecting(Reconnecting(cause: .networkChanged, attempt: 0, delay: .zero)))
+            open()
         case .finish:
             finish()
         }
@@ -237,6 +254,7 @@ public actor IMClient {
     private func open() {
         generation += 1
         router.connectionStarted()
+        openedAt = clock.now
         loginDeadline = clock.now + configuration.connectTimeout
         let connection = Connection(generation: generation)
         self.connection = connection
@@ -259,6 +277,9 @@ public actor IMClient {
             heartbeat = AdaptiveHeartbeat(configuration: configuration.heartbeat(announced: session.heartbeatInterval), mode: configuration.appMode, now: now)
         }
         heartbeat?.connectionStarted(now: now)
+        // Connect and login took a few round trips: until a heartbeat measures one, the
+        // ACK timeout starts from this (an over-estimate, which only errs on the safe side).
+        if let openedAt { heartbeat?.roundTripMeasured(now - openedAt) }
         if hasLoggedIn {
             restoreRegistrations()
             eventSink.yield(.reconnected(session))
@@ -430,11 +451,16 @@ public actor IMClient {
         schedule()
     }
 
-    /// A HEARTBEAT now (the policy said it is due, or the network changed).
-    private func sendHeartbeat() {
+    /// A HEARTBEAT now: the policy said it is due, or (`probe`) the network came back and
+    /// the connection must prove itself at once.
+    private func sendHeartbeat(probe: Bool = false) {
         guard machine.state == .connected, let connection else { return }
         let sequence = nextSequence()
-        heartbeat?.heartbeatSent(sequence: sequence, at: clock.now)
+        if probe {
+            heartbeat?.probeSent(sequence: sequence, at: clock.now)
+        } else {
+            heartbeat?.heartbeatSent(sequence: sequence, at: clock.now)
+        }
         write(IMFrame.heartbeat(sequence: sequence, timestamp: Self.unixSeconds(), sessionID: Self.sessionID), on: connection)
     }
 

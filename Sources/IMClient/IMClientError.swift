@@ -27,6 +27,9 @@ public enum IMClientError: Error, Hashable, Sendable, CustomStringConvertible {
     case connectionDead
     /// The gateway ended the session with a KICK (the code says why).
     case kicked(IMErrorCode, String?)
+    /// The application said the device moved to another network
+    /// (``IMClient/networkChanged()``): the connection over the old one was dropped.
+    case networkChanged
 
     public var description: String {
         switch self {
@@ -48,6 +51,8 @@ public enum IMClientError: Error, Hashable, Sendable, CustomStringConvertible {
             "the connection stopped answering heartbeats"
         case .kicked(let code, let message):
             "kicked by the gateway: \(Self.describe(code, message))"
+        case .networkChanged:
+            "the device moved to another network"
         }
     }
 

@@ -33,7 +33,7 @@ struct CLIFailure: Error {
             self.init(message: "no answer from the gateway within \(Output.seconds(timeout))", exitCode: Self.timeout, kind: "timeout")
         case .disconnected:
             self.init(message: "the gateway closed the connection", exitCode: Self.connection, kind: "connection")
-        case .protocolViolation, .connectionDead:
+        case .protocolViolation, .connectionDead, .networkChanged:
             self.init(message: "\(error)", exitCode: Self.connection, kind: "connection")
         case .kicked(let code, _):
             self.init(message: "\(error)", exitCode: Self.connection, kind: "connection", code: code)

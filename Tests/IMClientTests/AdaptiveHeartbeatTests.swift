@@ -131,6 +131,38 @@ struct AdaptiveHeartbeatTests {
         #expect(heartbeat.nextAction(now: reconnected) == .wait(until: reconnected + .seconds(6)))
     }
 
+    @Test("a probe after the network came back: unanswered within one ACK timeout, dead at once; answered, alive")
+    func probe() {
+        var heartbeat = AdaptiveHeartbeat(configuration: Self.seedExample, mode: .background, now: t0)
+        cycle(&heartbeat, sequence: 1, answered: true, rtt: .milliseconds(750))  // ACK timeout 3 s
+        let back = t0 + .seconds(5)
+        heartbeat.probeSent(sequence: 2, at: back)
+        #expect(heartbeat.nextAction(now: back + .seconds(3) - .nanoseconds(1)) == .wait(until: back + .seconds(3)))
+        #expect(heartbeat.nextAction(now: back + .seconds(3)) == .dead, "no retries: one silent ACK timeout is enough")
+        #expect(heartbeat.consecutiveFailures == 1)
+
+        // Answered, it is an ordinary success: alive, an RTT sample, no failure.
+        var alive = AdaptiveHeartbeat(configuration: Self.seedExample, mode: .background, now: t0)
+        alive.probeSent(sequence: 1, at: t0)
+        alive.ackReceived(sequence: 1, at: t0 + .seconds(1))
+        #expect(alive.smoothedRTT == .seconds(1))
+        #expect(!alive.isDead)
+        #expect(alive.nextAction(now: t0 + .seconds(20)) != .dead)
+        #expect(alive.consecutiveFailures == 0)
+    }
+
+    @Test("a round trip measured outside the heartbeat sets the ACK timeout until a heartbeat measures one")
+    func roundTripMeasured() {
+        var heartbeat = AdaptiveHeartbeat(configuration: Self.seedExample, mode: .background, now: t0)
+        #expect(heartbeat.ackTimeout == .seconds(10), "nothing known: the maximum")
+        heartbeat.roundTripMeasured(.milliseconds(900))
+        #expect(heartbeat.ackTimeout == .milliseconds(3_600))
+        heartbeat.roundTripMeasured(.seconds(2))
+        #expect(heartbeat.smoothedRTT == .milliseconds(900), "only the first, while none is known")
+        cycle(&heartbeat, sequence: 1, answered: true, rtt: .milliseconds(100))
+        #expect(heartbeat.smoothedRTT == .microseconds(800_000), "then heartbeats smooth it: 7/8 · 0.9 + 1/8 · 0.1")
+    }
+
     @Test("one answered heartbeat between failures clears the count")
     func successResetsCount() {
         var heartbeat = AdaptiveHeartbeat(configuration: Self.seedExample, mode: .background, now: t0)

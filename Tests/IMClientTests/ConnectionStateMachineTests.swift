@@ -50,7 +50,7 @@ struct ConnectionStateMachineTests {
             return (.connecting, scheduled ? [.cancelReconnect, .openConnection] : [.openConnection])
         case (.disconnected, .reconnectDue):
             return scheduled ? (.connecting, [.openConnection]) : (.disconnected, [])
-        case (.disconnected, .networkAvailable):
+        case (.disconnected, .networkAvailable), (.disconnected, .networkChanged):
             return scheduled ? (.connecting, [.cancelReconnect, .openConnection]) : (.disconnected, [])
         case (.disconnected, .disconnect):
             return (.disconnected, scheduled ? [.cancelReconnect, .finish] : [.finish])
@@ -65,6 +65,8 @@ struct ConnectionStateMachineTests {
             return (.disconnected, [.closeConnection, .finish])
         case (.connecting, .disconnect):
             return (.disconnecting, [.closeConnection])
+        case (.connecting, .networkChanged):
+            return (.connecting, [.closeConnection, .reconnectNow])
         case (.connecting, _):
             return (.connecting, [])
 
@@ -74,6 +76,8 @@ struct ConnectionStateMachineTests {
             return (.disconnected, [.closeConnection, .connectionDown, .finish])
         case (.connected, .networkAvailable):
             return (.connected, [.probeConnection])
+        case (.connected, .networkChanged):
+            return (.connecting, [.closeConnection, .connectionDown, .reconnectNow])
         case (.connected, .disconnect):
             return (.disconnecting, [.closeConnection])
         case (.connected, _):

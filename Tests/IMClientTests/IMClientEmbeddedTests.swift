@@ -308,6 +308,86 @@ struct IMClientEmbeddedTests {
         await client.close()
     }
 
+    @Test("networkAvailable on a silent connection: one probe, dead after one ACK timeout (not three), then it reconnects")
+    func probeAfterNetworkReturns() async throws {
+        let network = ScriptedNetwork()
+        // Heartbeats far apart: only the probe can find the silence in time.
+        network.configuration.heartbeat = AdaptiveHeartbeat.Configuration(
+            minInterval: .seconds(60), maxInterval: .seconds(120),
+            minAckTimeout: .milliseconds(300), maxAckTimeout: .seconds(5))
+        let (client, gateway) = try await network.login()
+        var events = client.events.makeAsyncIterator()
+        let ackTimeout = await client.heartbeat!.ackTimeout
+        #expect(ackTimeout < .seconds(5), "the login round trip set the ACK timeout (\(ackTimeout)), not the maximum")
+        let back = ContinuousClock.now
+        await client.networkAvailable()
+        let (probe, _) = try await gateway.next()
+        #expect(probe.header.type == .heartbeat)
+        // The gateway never answers: the old path is gone.
+        guard case .reconnecting(let reconnecting) = await events.next() else {
+            Issue.record("expected reconnecting")
+            return
+        }
+        let took = ContinuousClock.now - back
+        #expect(reconnecting.cause == .connectionDead)
+        #expect(took < ackTimeout * 2 + .milliseconds(500), "dead after \(took); one ACK timeout is \(ackTimeout)")
+        _ = try await network.acceptLogin()
+        await client.close()
+    }
+
+    @Test("networkAvailable on a live connection: the probe is answered and nothing else happens")
+    func probeAnswered() async throws {
+        let network = ScriptedNetwork()
+        let (client, gateway) = try await network.login()
+        await client.networkAvailable()
+        let (probe, _) = try await gateway.next()
+        #expect(probe.header.type == .heartbeat)
+        try await gateway.write(.ack(Ack(sequence: probe.header.sequence)))
+        async let sent = client.send(to: "bob", text: "still here", messageID: "m-1")
+        let (frame, _) = try await gateway.next()
+        try await gateway.write(.ack(Ack(sequence: frame.header.sequence, messageID: "m-1", serverTime: 7)))
+        #expect(try await sent.serverTime == 7)
+        #expect(await !client.heartbeat!.isDead)
+        #expect(network.dials == 1, "no reconnect")
+        await client.close()
+    }
+
+    @Test("networkChanged: the connection is replaced at once (no backoff), and what was in flight goes out again with RESEND")
+    func networkChanged() async throws {
+        let network = ScriptedNetwork()
+        network.backoff = ReconnectBackoff(base: .seconds(5), cap: .seconds(10))  // a backoff would show
+        let (client, gateway) = try await network.login()
+        var events = client.events.makeAsyncIterator()
+        let sending = Task { try await client.send(to: "bob", text: "moving", messageID: "m-1") }
+        let (first, _) = try await gateway.next()
+        let changed = ContinuousClock.now
+        await client.networkChanged()
+        guard case .reconnecting(let reconnecting) = await events.next() else {
+            Issue.record("expected reconnecting")
+            return
+        }
+        #expect(reconnecting.cause == .networkChanged)
+        #expect(reconnecting.delay == .zero)
+        let second = try await network.acceptLogin()
+        guard case .reconnected = await events.next() else {
+            Issue.record("expected reconnected")
+            return
+        }
+        #expect(ContinuousClock.now - changed < .seconds(2), "no backoff delay")
+        let (again, message) = try await second.next()
+        guard case .chat(let chat) = message else {
+            Issue.record("expected the chat message again, got \(message)")
+            return
+        }
+        #expect(chat.messageID == "m-1")
+        #expect(chat.resend)
+        #expect(again.header.sequence != first.header.sequence)
+        try await second.write(.ack(Ack(sequence: again.header.sequence, messageID: "m-1", serverTime: 9)))
+        #expect(try await sending.value.serverTime == 9)
+        #expect(network.dials == 2)
+        await client.close()
+    }
+
     @Test("close while waiting to reconnect: the events end, nothing is dialled again, requests fail")
     func closeWhileWaiting() async throws {
         let network = ScriptedNetwork()

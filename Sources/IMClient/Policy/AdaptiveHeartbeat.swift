@@ -126,6 +126,9 @@ public struct AdaptiveHeartbeat: Sendable, Hashable {
     private struct Outstanding: Sendable, Hashable {
         var sequence: UInt32
         var sentAt: ContinuousClock.Instant
+        /// A check after a network change (``probeSent(sequence:at:)``): unanswered, the
+        /// connection is dead at once.
+        var isProbe = false
     }
 
     /// The heartbeat waiting for its ACK.
@@ -244,6 +247,25 @@ public struct AdaptiveHeartbeat: Sendable, Hashable {
         frameSent(at: now)
     }
 
+    /// A HEARTBEAT sent to check the connection now that the network came back
+    /// (``IMClient/networkAvailable()``): like ``heartbeatSent(sequence:at:)``, but if its ACK
+    /// does not arrive within ``ackTimeout`` the connection is dead at once, without the
+    /// retries of an ordinary heartbeat: after a network change a silent connection is
+    /// almost always gone, and waiting for `failuresUntilDead` timeouts would keep the user
+    /// offline for that long. Ignored once dead.
+    public mutating func probeSent(sequence: UInt32, at now: ContinuousClock.Instant) {
+        heartbeatSent(sequence: sequence, at: now)
+        outstanding?.isProbe = true
+    }
+
+    /// A round trip measured outside the heartbeat (e.g. connect + LOGIN → LOGIN_OK), used
+    /// only while no heartbeat has measured one, so that ``ackTimeout`` is not
+    /// `maxAckTimeout` on a connection too busy to have sent a heartbeat yet.
+    public mutating func roundTripMeasured(_ sample: Duration) {
+        guard smoothedRTT == nil, sample > .zero else { return }
+        smoothedRTT = sample
+    }
+
     /// An ACK with `sequence` arrived at `now`. If it answers the outstanding heartbeat in
     /// time: an RTT sample (smoothed 7/8 old + 1/8 new), the failure count cleared and the
     /// adaptive interval one ``step`` longer (unless fixed). Other sequences, and an ACK at
@@ -288,7 +310,7 @@ public struct AdaptiveHeartbeat: Sendable, Hashable {
         if !isFixed {
             adaptiveInterval = configuration.clampInterval(adaptiveInterval - step * 3)
         }
-        if consecutiveFailures >= configuration.failuresUntilDead {
+        if consecutiveFailures >= configuration.failuresUntilDead || outstanding.isProbe {
             isDead = true
             dueNow = nil
         } else {

@@ -48,8 +48,12 @@ struct ConnectionStateMachine: Sendable, Hashable {
         case connectionLost(Failure)
         /// The backoff delay after ``Action/scheduleReconnect(attempt:)`` elapsed.
         case reconnectDue
-        /// The application says the network is back (or changed): reconnect now.
+        /// The application says the network is back: reconnect now if waiting to, else
+        /// check the connection.
         case networkAvailable
+        /// The application says the device moved to another network (another interface or
+        /// address): a connection made over the old one is gone, so reconnect at once.
+        case networkChanged
         /// The application closes or logs out.
         case disconnect
         /// The transport closed after ``disconnect``.
@@ -59,7 +63,7 @@ struct ConnectionStateMachine: Sendable, Hashable {
         static let allCases: [Event] = [
             .connect, .connectSucceeded, .connectFailed(.transient), .connectFailed(.terminal),
             .connectionLost(.transient), .connectionLost(.terminal), .reconnectDue, .networkAvailable,
-            .disconnect, .disconnectCompleted,
+            .networkChanged, .disconnect, .disconnectCompleted,
         ]
     }
 
@@ -77,8 +81,10 @@ struct ConnectionStateMachine: Sendable, Hashable {
         case scheduleReconnect(attempt: Int)
         /// Forget a scheduled reconnect.
         case cancelReconnect
-        /// Send a heartbeat now to check the connection (the network changed under it).
+        /// Send a heartbeat now to check the connection (the network came back under it).
         case probeConnection
+        /// Open a new connection now, without a backoff delay (the network changed).
+        case reconnectNow
         /// The lifecycle is over: fail what waits, end the event stream.
         case finish
     }
@@ -114,7 +120,7 @@ struct ConnectionStateMachine: Sendable, Hashable {
             isReconnectScheduled = false
             state = .connecting
             return [.openConnection]
-        case (.disconnected, .networkAvailable):
+        case (.disconnected, .networkAvailable), (.disconnected, .networkChanged):
             guard isReconnectScheduled else { return [] }
             isReconnectScheduled = false
             state = .connecting
@@ -136,12 +142,18 @@ struct ConnectionStateMachine: Sendable, Hashable {
             state = .disconnecting
             isFinished = true
             return [.closeConnection]
+        case (.connecting, .networkChanged):
+            // The attempt in progress went out over the old network: start again.
+            return [.closeConnection, .reconnectNow]
 
         case (.connected, .connectionLost(let failure)):
             state = .disconnected
             return [.closeConnection, .connectionDown] + afterFailure(failure)
         case (.connected, .networkAvailable):
             return [.probeConnection]
+        case (.connected, .networkChanged):
+            state = .connecting
+            return [.closeConnection, .connectionDown, .reconnectNow]
         case (.connected, .disconnect):
             state = .disconnecting
             isFinished = true
