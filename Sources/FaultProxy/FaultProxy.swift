@@ -29,6 +29,12 @@ import NIOPosix
 ///   `SO_LINGER` 0, so both peers see a reset; queued data is lost.
 /// - **Refuse** (``refuseNew(_:)``): new connections are accepted by the kernel and reset at
 ///   once (the client sees its connection reset, or a failed connect).
+/// - **Hold** (``holdAll(_:)``): a stall of every connection, open or accepted meanwhile,
+///   that lasts until it is turned off: nothing is forwarded, what arrives is read and
+///   queued (until the queue limit, then that side is no longer read), and stall and cut
+///   timers are suspended. Turning it off delivers everything queued, intact and in order,
+///   as TCP's retransmissions arrive when a lost network comes back. With ``refuseNew(_:)``,
+///   a network outage that ends.
 /// - **Close**: when one side closes (or resets), the other side is closed after what was
 ///   already queued towards it has been delivered (with its latency), except when the
 ///   connection is blackholed, cut or stopped. Data still queued towards the closed side is
@@ -152,6 +158,22 @@ public final class FaultProxy: Sendable {
     /// network is down; open connections are not affected.
     public func refuseNew(_ on: Bool) {
         core.setRefuseNew(on)
+    }
+
+    /// While `on`, no connection forwards anything, neither the open ones nor those accepted
+    /// meanwhile: both peers see silence and their connections stay open, as when a phone
+    /// loses coverage. What arrives is read and queued (up to the queue limit per direction,
+    /// then that side is no longer read); a close is queued behind the data. Stalls and cuts
+    /// do not begin while on (a stall under way runs its course). Turning it off forwards
+    /// everything queued, intact and in order (with the latency each chunk drew), and starts
+    /// the stall and cut timers again; unlike ``blackholeAll()`` nothing is lost.
+    ///
+    /// For a network outage, turn on ``refuseNew(_:)`` as well (a connect without a network
+    /// fails), or leave new connections to be held too.
+    public func holdAll(_ on: Bool) {
+        for handle in core.setHeld(on) {
+            handle.execute { on ? $0.holdBegan() : $0.holdEnded() }
+        }
     }
 
     // MARK: Statistics

@@ -43,6 +43,27 @@ extension ProxyConnection {
         scheduleNextCut()
     }
 
+    /// Whether ``FaultProxy/holdAll(_:)`` is on: nothing is forwarded, no stall or cut begins.
+    var isHeld: Bool { core.held.load(ordering: .acquiring) }
+
+    /// The hold began: the stall and cut timers stop (a stall under way runs its course);
+    /// ``pump(_:)`` forwards nothing until ``holdEnded()``.
+    func holdBegan() {
+        nextStall?.cancel()
+        nextStall = nil
+        nextCut?.cancel()
+        nextCut = nil
+    }
+
+    /// The hold ended: what was queued meanwhile is forwarded, and the stall and cut timers
+    /// run again (drawn anew: a Poisson process has no memory).
+    func holdEnded() {
+        guard phase == .open, !blackholed, !isHeld else { return }
+        scheduleNextStall()
+        scheduleNextCut()
+        for direction in ProxyDirection.allCases { pump(direction) }
+    }
+
     /// Applies a blackholeAll or cutAll that happened since this connection last looked;
     /// true if the connection no longer forwards.
     @discardableResult
@@ -60,7 +81,7 @@ extension ProxyConnection {
     func scheduleNextStall() {
         nextStall?.cancel()
         nextStall = nil
-        guard phase == .open, !blackholed, !stalled, let rate = profile.effectiveStallRate else { return }
+        guard phase == .open, !blackholed, !stalled, !isHeld, let rate = profile.effectiveStallRate else { return }
         nextStall = eventLoop.assumeIsolated().scheduleTask(in: random.exponential(perMinute: rate)) {
             self.nextStall = nil
             self.beginStall()
@@ -68,7 +89,7 @@ extension ProxyConnection {
     }
 
     func beginStall() {
-        guard phase == .open, !blackholed, !stalled else { return }
+        guard phase == .open, !blackholed, !stalled, !isHeld else { return }
         stalled = true
         core.updateStatistics { $0.stalls += 1 }
         stallEnd = eventLoop.assumeIsolated().scheduleTask(in: random.uniform(profile.stallDuration)) {
@@ -82,9 +103,12 @@ extension ProxyConnection {
     func scheduleNextCut() {
         nextCut?.cancel()
         nextCut = nil
-        guard phase == .open, !blackholed, let rate = profile.effectiveCutRate else { return }
+        guard phase == .open, !blackholed, !isHeld, let rate = profile.effectiveCutRate else { return }
         nextCut = eventLoop.assumeIsolated().scheduleTask(in: random.exponential(perMinute: rate)) {
             self.nextCut = nil
+            // A hold that began after this was scheduled cancels it on its way here; until then
+            // the switch already says so.
+            guard !self.isHeld else { return }
             self.cut()
         }
     }

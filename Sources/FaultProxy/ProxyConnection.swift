@@ -214,10 +214,11 @@ final class ProxyConnection {
     }
 
     /// Writes every due chunk while the sink is writable, closes the sink once the source
-    /// closed and everything was delivered, and sets a timer for the next due chunk.
+    /// closed and everything was delivered, and sets a timer for the next due chunk. Does
+    /// nothing while stalled or held (the end of the stall or hold pumps again).
     func pump(_ direction: ProxyDirection) {
         let pipe = pipe(direction)
-        guard phase == .open, !blackholed, !stalled, !pipe.sinkClosed,
+        guard phase == .open, !blackholed, !stalled, !isHeld, !pipe.sinkClosed,
             let sink = channel(direction.sink), let handler = handler(direction.sink)
         else { return }
         let now = NIODeadline.now()

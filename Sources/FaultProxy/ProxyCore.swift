@@ -21,9 +21,10 @@ struct ConnectionHandle: Sendable {
 }
 
 /// The state a ``FaultProxy`` shares with its connections on every event loop: settings,
-/// switches, the live connections and the statistics, behind one mutex; plus two atomics
-/// that connections read on every chunk so that ``FaultProxy/blackholeAll()`` and
-/// ``FaultProxy/cutAll()`` take effect for data read after they return.
+/// switches, the live connections and the statistics, behind one mutex; plus atomics that
+/// connections read on every chunk so that ``FaultProxy/blackholeAll()``,
+/// ``FaultProxy/cutAll()`` and ``FaultProxy/holdAll(_:)`` take effect for data read after
+/// they return.
 final class ProxyCore: Sendable {
     struct State {
         var profile: FaultProfile
@@ -59,6 +60,8 @@ final class ProxyCore: Sendable {
     let blackholedBelow = Atomic<Int>(0)
     /// Connections numbered below this are cut (cutAll).
     let cutBelow = Atomic<Int>(0)
+    /// Whether every connection holds what it reads instead of forwarding it (holdAll).
+    let held = Atomic<Bool>(false)
 
     init(upstreamHost: String, upstreamPort: Int, seed: UInt64?, profile: FaultProfile) {
         self.upstreamHost = upstreamHost
@@ -145,6 +148,15 @@ final class ProxyCore: Sendable {
     func markAllCut() -> [ConnectionHandle] {
         state.withLock { state in
             cutBelow.store(state.nextNumber, ordering: .releasing)
+            return Array(state.connections.values)
+        }
+    }
+
+    /// Turns the hold of every connection on or off and returns the live ones, atomically
+    /// (a connection admitted later reads the switch itself).
+    func setHeld(_ on: Bool) -> [ConnectionHandle] {
+        state.withLock { state in
+            held.store(on, ordering: .releasing)
             return Array(state.connections.values)
         }
     }

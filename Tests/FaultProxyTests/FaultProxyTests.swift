@@ -223,6 +223,59 @@ struct FaultProxyTests {
         }
     }
 
+    // MARK: Holds
+
+    @Test("holdAll: open and new connections go silent and stay open, then get everything, in order")
+    func holdAll() async throws {
+        try await withProxy { proxy, _ in
+            let old = try await TestClient.connect(port: proxy.port)
+            #expect(try await roundTrip(old, [1, 2]) == [1, 2])
+
+            proxy.holdAll(true)
+            try await old.send([3, 4])
+            await #expect(throws: TestClientError.timedOut(received: 0)) {
+                try await old.read(count: 1, timeout: .seconds(1))
+            }
+            #expect(old.isOpen)
+            let new = try await TestClient.connect(port: proxy.port)
+            try await new.send([5])
+            try await old.send([6])
+            await #expect(throws: TestClientError.timedOut(received: 0)) {
+                try await new.read(count: 1, timeout: .milliseconds(300))
+            }
+
+            proxy.holdAll(false)
+            #expect(try await old.read(count: 3) == [3, 4, 6])
+            #expect(try await new.read(count: 1) == [5])
+            #expect(try await roundTrip(old, [7]) == [7])
+            let statistics = proxy.statistics
+            #expect(statistics.bytesDiscarded == 0)
+            #expect(statistics.blackholed == 0)
+            #expect(statistics.connectionsOpen == 2)
+            await old.close()
+            await new.close()
+        }
+    }
+
+    @Test("holdAll suspends cuts: a connection held from its start is cut only after the hold")
+    func holdSuspendsCuts() async throws {
+        let profile = FaultProfile(cutsPerMinute: 600)   // one every 100 ms on average
+        try await withProxy(profile: profile, seed: 42) { proxy, _ in
+            proxy.holdAll(true)
+            let client = try await TestClient.connect(port: proxy.port)
+            try await client.send([1])
+            await #expect(throws: TestClientError.timedOut(received: 0)) {
+                try await client.read(count: 1, timeout: .seconds(1))
+            }
+            #expect(client.isOpen)
+            #expect(proxy.statistics.cuts == 0)
+
+            proxy.holdAll(false)
+            #expect(try await client.closeReason(timeout: .seconds(30)) == .reset)
+            #expect(proxy.statistics.cuts == 1)
+        }
+    }
+
     // MARK: Cuts and refusals
 
     @Test("cutAll: clients see their connections reset promptly; new ones pass")
