@@ -12,17 +12,28 @@ import NIOPosix
 /// QoS. Each message carries its send time; receivers record latency, duplicates, and, after
 /// a drain, loss (ACKed to the sender, never received). Prints a progress line per second
 /// and a JSON line with both paths' figures and their ratio.
+///
+/// With `--rounds N` the paths alternate N times (gateway, direct, gateway, ...) on the same
+/// broker and gateway processes, so that drifts of the machine's speed hit both paths alike;
+/// the figures then cover all rounds, and the ratio is the median of the rounds' ratios.
 struct ChatCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chat",
-        abstract: "Chat throughput and latency: through the gateway, then directly through the broker.")
+        abstract: "Chat throughput and latency: through the gateway, then directly through the broker.",
+        discussion: """
+            With --rounds N > 1 the two paths run alternately N times each (gateway, direct, gateway, \
+            direct, ...) on the same broker and gateway. Rates, counts and latency percentiles then \
+            cover all rounds of a path together, CPU figures are averages over its rounds, and \
+            "ratio" is the median of the per-round ratios (also printed: "ratios", \
+            "ratio_of_totals", and the per-round rates).
+            """)
 
     /// Which paths to run.
     enum Paths: String, ExpressibleByArgument, CaseIterable {
         case both, gateway, direct
     }
 
-    @Option(help: "Seconds each path sends.")
+    @Option(help: "Seconds each path sends, per phase (with --rounds: per round and path).")
     var seconds: Double
 
     @Option(help: "Sender → receiver pairs.")
@@ -46,6 +57,9 @@ struct ChatCommand: AsyncParsableCommand {
     @Option(help: "Run both paths, or only one: both, gateway, direct.")
     var paths: Paths = .both
 
+    @Option(help: "Times to run each path, alternating gateway and direct (a phase of --seconds each), on the same broker and gateway.")
+    var rounds = 1
+
     @OptionGroup var environment: EnvironmentOptions
 
     func validate() throws {
@@ -55,6 +69,7 @@ struct ChatCommand: AsyncParsableCommand {
         guard qos == 1 || qos == 2 else { throw ValidationError("--qos must be 1 or 2") }
         guard size >= 1, size <= 65536 else { throw ValidationError("--size must be 1 to 65536") }
         if let rate, rate <= 0 { throw ValidationError("--rate must be positive") }
+        guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
     }
 
     func run() async throws {
@@ -64,16 +79,27 @@ struct ChatCommand: AsyncParsableCommand {
         let runID = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let env = try await BenchEnvironment.start(environment, gateway: paths != .direct)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        var gateway: ChatPhaseResult?
-        var direct: ChatPhaseResult?
+        var gateway: [ChatPhaseResult] = []
+        var direct: [ChatPhaseResult] = []
         do {
-            if paths != .direct {
-                gateway = try await GatewayChatRun.run(settings, environment: env, loop: group.next(), runID: runID)
-            }
-            if paths != .gateway {
-                direct = try await DirectChatRun.run(
-                    settings, broker: env.broker, brokerPID: env.brokerPID, runID: runID,
-                    receiveMaximum: GatewayConfiguration.defaults.limits.maxUnackedDeliveries)
+            for round in 1...rounds {
+                // Each round has its own devices, topics and client IDs: a late copy from an
+                // earlier round cannot count in this one.
+                let roundID = rounds == 1 ? runID : "\(runID)-\(round)"
+                let suffix = rounds == 1 ? "" : " round \(round)/\(rounds)"
+                if paths != .direct {
+                    gateway.append(
+                        try await GatewayChatRun.run(
+                            settings, environment: env, loop: group.next(), runID: roundID, title: "gateway" + suffix))
+                }
+                if paths != .gateway {
+                    direct.append(
+                        try await DirectChatRun.run(
+                            settings, broker: env.broker, brokerPID: env.brokerPID, runID: roundID,
+                            receiveMaximum: GatewayConfiguration.defaults.limits.maxUnackedDeliveries,
+                            title: "direct" + suffix))
+                }
+                if rounds > 1 { Log.info(Self.roundSummary(round: round, of: rounds, gateway: gateway.last, direct: direct.last)) }
             }
         } catch {
             let diagnostics = env.diagnostics
@@ -86,7 +112,44 @@ struct ChatCommand: AsyncParsableCommand {
         output(settings, gateway: gateway, direct: direct)
     }
 
-    private func output(_ settings: ChatSettings, gateway: ChatPhaseResult?, direct: ChatPhaseResult?) {
+    /// The stderr line after a round: each path's rate and their ratio.
+    private static func roundSummary(round: Int, of rounds: Int, gateway: ChatPhaseResult?, direct: ChatPhaseResult?) -> String {
+        var parts: [String] = []
+        if let gateway { parts.append("gateway \(Int(gateway.messagesPerSecond.rounded())) msg/s") }
+        if let direct { parts.append("direct \(Int(direct.messagesPerSecond.rounded())) msg/s") }
+        if let ratio = ratio(gateway, direct) { parts.append(String(format: "ratio %.3f", ratio)) }
+        return "round \(round)/\(rounds): " + parts.joined(separator: ", ")
+    }
+
+    /// Gateway rate / direct rate; nil without both or with no direct messages.
+    private static func ratio(_ gateway: ChatPhaseResult?, _ direct: ChatPhaseResult?) -> Double? {
+        guard let gateway, let direct, direct.messagesPerSecond > 0 else { return nil }
+        return gateway.messagesPerSecond / direct.messagesPerSecond
+    }
+
+    /// A JSON number rounded to `decimals` places; nil, NaN and infinity become null.
+    private static func number(_ value: Double?, decimals: Int) -> JSONLine.Value {
+        guard let value, value.isFinite else { return .null }
+        return .double(value, decimals: decimals)
+    }
+
+    /// The median (the mean of the middle two for an even count); nil for none.
+    private static func median(_ values: [Double]) -> Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+
+    /// Prints the JSON line. With one round it has exactly the fields of a single run; with
+    /// more, every figure covers all rounds of its path (see ``ChatPhaseResult/combining(_:)``),
+    /// `ratio` is the median of the per-round ratios, and the per-round figures follow it.
+    /// - Parameters:
+    ///   - gatewayRounds: The gateway phases in order (empty when the path did not run).
+    ///   - directRounds: The direct phases in order (empty when the path did not run).
+    private func output(_ settings: ChatSettings, gateway gatewayRounds: [ChatPhaseResult], direct directRounds: [ChatPhaseResult]) {
+        let gateway = ChatPhaseResult.combining(gatewayRounds)
+        let direct = ChatPhaseResult.combining(directRounds)
         var json = JSONLine()
         json.add("benchmark", "chat")
         json.add("seconds", settings.seconds, decimals: 1)
@@ -95,12 +158,21 @@ struct ChatCommand: AsyncParsableCommand {
         json.add("window", settings.window)
         json.add("qos", settings.qos)
         json.add("size", settings.size)
+        if rounds > 1 { json.add("rounds", rounds) }
         json.add("gateway_msgs_per_s", gateway?.messagesPerSecond, decimals: 0)
         json.add("direct_msgs_per_s", direct?.messagesPerSecond, decimals: 0)
-        if let gateway, let direct, direct.messagesPerSecond > 0 {
-            json.add("ratio", gateway.messagesPerSecond / direct.messagesPerSecond, decimals: 3)
+        if rounds == 1 {
+            json.add("ratio", Self.ratio(gateway, direct), decimals: 3)
         } else {
-            json.add("ratio", .null)
+            // Round i of one path against round i of the other: both ran within seconds of
+            // each other, on much the same machine.
+            let ratios = zip(gatewayRounds, directRounds).map { Self.ratio($0, $1) }
+            json.add("ratio", Self.median(ratios.compactMap { $0 }), decimals: 3)
+            json.add("ratios", ratios.isEmpty ? .null : .array(ratios.map { Self.number($0, decimals: 3) }))
+            json.add("ratio_of_totals", Self.ratio(gateway, direct), decimals: 3)
+            for (key, phases) in [("gateway_round_msgs_per_s", gatewayRounds), ("direct_round_msgs_per_s", directRounds)] {
+                json.add(key, phases.isEmpty ? .null : .array(phases.map { Self.number($0.messagesPerSecond, decimals: 0) }))
+            }
         }
         json.add("p50_ms", gateway?.report.p50)
         json.add("p99_ms", gateway?.report.p99)

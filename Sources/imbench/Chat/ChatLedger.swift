@@ -24,13 +24,16 @@ final class ChatLedger: Sendable {
         var p99Milliseconds = 0.0
     }
 
-    /// The final figures of a phase.
+    /// The final figures of a phase (or of several rounds of one path, see ``combining(_:)``).
     struct Report: Sendable {
         var totals: Totals
         /// ACKed, never received.
         var lost: Int
         /// Sent, neither ACKed nor refused (publish failed, or still in flight at the end).
         var unacknowledged: Int
+        /// The latency of every first copy received, microseconds (the source of the
+        /// percentiles below; kept so that rounds can be merged).
+        var latencies: Histogram<UInt64>
         /// Latency percentiles and extremes, milliseconds.
         var p50: Double
         var p90: Double
@@ -40,6 +43,43 @@ final class ChatLedger: Sendable {
         var mean: Double
         /// The first refusal or failure seen, if any.
         var firstError: String?
+
+        /// Figures whose latency percentiles and extremes are those of `latencies`.
+        init(totals: Totals, lost: Int, unacknowledged: Int, latencies: Histogram<UInt64>, firstError: String?) {
+            func ms(_ percentile: Double) -> Double { Double(latencies.valueAtPercentile(percentile)) / 1000 }
+            self.totals = totals
+            self.lost = lost
+            self.unacknowledged = unacknowledged
+            self.latencies = latencies
+            p50 = ms(50)
+            p90 = ms(90)
+            p99 = ms(99)
+            p999 = ms(99.9)
+            max = Double(latencies.max) / 1000
+            mean = latencies.mean / 1000
+            self.firstError = firstError
+        }
+
+        /// The figures of several phases of the same path as one: counts summed, latency
+        /// over all their samples (the histograms merged, which is exact: they share one
+        /// bucket layout), the first error of the earliest phase that had one. Nil for none.
+        static func combining(_ reports: [Report]) -> Report? {
+            guard var latencies = reports.first?.latencies else { return nil }
+            for report in reports.dropFirst() { latencies.add(report.latencies) }
+            var totals = Totals()
+            for report in reports {
+                totals.sent += report.totals.sent
+                totals.acked += report.totals.acked
+                totals.refused += report.totals.refused
+                totals.received += report.totals.received
+                totals.duplicates += report.totals.duplicates
+            }
+            totals.p99Milliseconds = Double(latencies.valueAtPercentile(99)) / 1000
+            return Report(
+                totals: totals, lost: reports.reduce(0) { $0 + $1.lost },
+                unacknowledged: reports.reduce(0) { $0 + $1.unacknowledged }, latencies: latencies,
+                firstError: reports.lazy.compactMap(\.firstError).first)
+        }
     }
 
     private struct Pair {
@@ -165,11 +205,9 @@ final class ChatLedger: Sendable {
         return state.withLock { state in
             let lost = state.pairs.reduce(0) { $0 + $1.acked.countMissing(from: $1.received) }
             let unacknowledged = state.pairs.reduce(0) { $0 + $1.sent - $1.ackedCount - $1.refused }
-            let h = state.histogram
-            func ms(_ percentile: Double) -> Double { Double(h.valueAtPercentile(percentile)) / 1000 }
             return Report(
-                totals: totals, lost: lost, unacknowledged: unacknowledged, p50: ms(50), p90: ms(90), p99: ms(99),
-                p999: ms(99.9), max: Double(h.max) / 1000, mean: h.mean / 1000, firstError: state.firstError)
+                totals: totals, lost: lost, unacknowledged: unacknowledged, latencies: state.histogram,
+                firstError: state.firstError)
         }
     }
 }

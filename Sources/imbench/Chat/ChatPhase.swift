@@ -17,17 +17,20 @@ enum ChatPhase {
 
     /// Runs the measured part of a phase whose clients are connected and logged in.
     /// - Parameters:
+    ///   - name: "gateway" or "direct": the result's name.
+    ///   - title: The phase in log lines, e.g. "gateway round 2/4" (default: `name`).
     ///   - start: Makes the senders start (returns at once).
     ///   - stop: Makes them stop sending new messages.
     static func measure(
-        _ name: String, settings: ChatSettings, ledger: ChatLedger, watch: [Watched],
+        _ name: String, title: String? = nil, settings: ChatSettings, ledger: ChatLedger, watch: [Watched],
         start: @Sendable () async -> Void, stop: @Sendable () async -> Void
     ) async throws -> ChatPhaseResult {
+        let title = title ?? name
         let systemBefore = SystemSample.take()
         let before = watch.map { ProcessSample.take($0.pid, threads: $0.threads) }
         let startedAt = MonotonicClock.nanoseconds()
         await start()
-        let progress = Task { await printProgress(name, ledger: ledger, startedAt: startedAt, seconds: settings.seconds) }
+        let progress = Task { await printProgress(title, ledger: ledger, startedAt: startedAt, seconds: settings.seconds) }
         try await Task.sleep(for: .milliseconds(Int(settings.seconds * 1000)))
         let atEnd = ledger.totals()
         let elapsed = MonotonicClock.seconds(since: startedAt)
@@ -43,7 +46,7 @@ enum ChatPhase {
         let drained = ledger.isDrained()
         let report = ledger.report()
         Log.info(
-            "\(name): drained \(drained ? "completely" : "partly") in \(String(format: "%.2f", MonotonicClock.seconds(since: drainStart))) s; "
+            "\(title): drained \(drained ? "completely" : "partly") in \(String(format: "%.2f", MonotonicClock.seconds(since: drainStart))) s; "
                 + "sent \(report.totals.sent), acked \(report.totals.acked), refused \(report.totals.refused), "
                 + "received \(report.totals.received), lost \(report.lost), duplicates \(report.totals.duplicates)"
                 + (report.firstError.map { "; first error: \($0)" } ?? ""))
@@ -59,13 +62,14 @@ enum ChatPhase {
         cpu["other"] = max(0, systemAfter.cpuPercent(since: systemBefore) - cpu.values.reduce(0, +))
         cpu["softirq"] = systemAfter.interruptPercent(since: systemBefore)
         let cpuText = (watch.map(\.label) + ["other", "softirq"]).compactMap { label in cpu[label].map { "\(label) \(Int($0.rounded()))%" } }.joined(separator: ", ")
-        Log.info("\(name): CPU during the run (percent of one core): \(cpuText)")
+        Log.info("\(title): CPU during the run (percent of one core): \(cpuText)")
         if !threads.isEmpty {
-            Log.info("\(name): gateway threads: " + threads.map { "\($0.name) \(Int($0.percent.rounded()))%" }.joined(separator: ", "))
+            Log.info("\(title): gateway threads: " + threads.map { "\($0.name) \(Int($0.percent.rounded()))%" }.joined(separator: ", "))
         }
         return ChatPhaseResult(
-            name: name, elapsed: elapsed, messagesPerSecond: Double(atEnd.received) / elapsed, report: report, cpu: cpu,
-            gatewayThreads: threads, loadAverage: systemBefore.loadAverage)
+            name: name, elapsed: elapsed, receivedInWindow: atEnd.received,
+            messagesPerSecond: Double(atEnd.received) / elapsed, report: report, cpu: cpu, gatewayThreads: threads,
+            loadAverage: systemBefore.loadAverage)
     }
 
     /// One line per second: received per second, p99 so far, totals.

@@ -1,10 +1,14 @@
-/// The outcome of one chat phase (the gateway path or the direct path).
+/// The outcome of one chat phase (the gateway path or the direct path), or of several rounds
+/// of one path taken together (``combining(_:)``).
 struct ChatPhaseResult: Sendable {
     /// "gateway" or "direct".
     var name: String
-    /// Length of the sending window actually measured, seconds.
+    /// Length of the sending window actually measured, seconds (summed over rounds).
     var elapsed: Double
-    /// Messages received (first copies) during the sending window, per second.
+    /// Messages received (first copies) during the sending window.
+    var receivedInWindow: Int
+    /// Messages received (first copies) during the sending window, per second:
+    /// `receivedInWindow / elapsed`.
     var messagesPerSecond: Double
     /// Counts, loss, duplicates and latency after the drain.
     var report: ChatLedger.Report
@@ -15,4 +19,34 @@ struct ChatPhaseResult: Sendable {
     var gatewayThreads: [(name: String, percent: Double)]
     /// The machine's 1-minute load average when the phase started.
     var loadAverage: Double
+
+    /// Several rounds of the same path as one result: the messages received in all sending
+    /// windows over the sum of those windows, counts summed, latency over all rounds' samples,
+    /// CPU (per process and per gateway thread) and load average averaged over the rounds.
+    /// One result is returned unchanged; nil for none.
+    static func combining(_ rounds: [ChatPhaseResult]) -> ChatPhaseResult? {
+        guard let first = rounds.first, let report = ChatLedger.Report.combining(rounds.map(\.report)) else { return nil }
+        if rounds.count == 1 { return first }
+        let count = Double(rounds.count)
+        let elapsed = rounds.reduce(0) { $0 + $1.elapsed }
+        let received = rounds.reduce(0) { $0 + $1.receivedInWindow }
+        // A label is missing from a round only when its process could not be sampled then:
+        // average over the rounds that have it.
+        var cpu: [String: Double] = [:]
+        for label in Set(rounds.flatMap(\.cpu.keys)) {
+            let values = rounds.compactMap { $0.cpu[label] }
+            cpu[label] = values.reduce(0, +) / Double(values.count)
+        }
+        // A thread is missing from a round when it was (nearly) idle: it counts as 0 there.
+        var threadSums: [String: Double] = [:]
+        for round in rounds {
+            for thread in round.gatewayThreads { threadSums[thread.name, default: 0] += thread.percent }
+        }
+        let threads = threadSums.map { (name: $0.key, percent: $0.value / count) }
+            .sorted { $0.percent != $1.percent ? $0.percent > $1.percent : $0.name < $1.name }
+        return ChatPhaseResult(
+            name: first.name, elapsed: elapsed, receivedInWindow: received, messagesPerSecond: Double(received) / elapsed,
+            report: report, cpu: cpu, gatewayThreads: threads,
+            loadAverage: rounds.reduce(0) { $0 + $1.loadAverage } / count)
+    }
 }

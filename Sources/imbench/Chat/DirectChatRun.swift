@@ -12,17 +12,22 @@ import Glibc
 /// in flight (published, PUBACKed, received), running on the client's loop thread.
 enum DirectChatRun {
     /// Connects the clients, runs the workload, closes them.
-    /// - Parameter receiveMaximum: The subscribers' MQTT receive maximum: the same number of
-    ///   unacknowledged messages the gateway lets a device have (limits.max_unacked_deliveries).
+    /// - Parameters:
+    ///   - runID: Makes the topics and client IDs unique (one per round: a round must not
+    ///     see another's messages).
+    ///   - receiveMaximum: The subscribers' MQTT receive maximum: the same number of
+    ///     unacknowledged messages the gateway lets a device have (limits.max_unacked_deliveries).
+    ///   - title: The phase in log lines (default "direct"), e.g. "direct round 2/4".
     static func run(
-        _ settings: ChatSettings, broker: HostPort, brokerPID: pid_t?, runID: String, receiveMaximum: Int
+        _ settings: ChatSettings, broker: HostPort, brokerPID: pid_t?, runID: String, receiveMaximum: Int,
+        title: String = "direct"
     ) async throws -> ChatPhaseResult {
         let ledger = ChatLedger(pairs: settings.pairs)
         let loop = MosquittoEventLoop(name: "imbench-direct")
         defer { loop.shutdown() }
         let qos: QoS = settings.qos == 2 ? .exactlyOnce : .atLeastOnce
         let topics = (0..<settings.pairs).map { "bench/direct/\(runID)/\($0)" }
-        Log.info("direct: connecting \(settings.pairs) subscriber(s) and \(settings.pairs) publisher(s) to \(broker)")
+        Log.info("\(title): connecting \(settings.pairs) subscriber(s) and \(settings.pairs) publisher(s) to \(broker)")
 
         var subscribers: [MosquittoClient] = []
         var publishers: [MosquittoClient] = []
@@ -61,7 +66,7 @@ enum DirectChatRun {
         let result: ChatPhaseResult
         do {
             result = try await ChatPhase.measure(
-                "direct", settings: settings, ledger: ledger, watch: watch,
+                "direct", title: title, settings: settings, ledger: ledger, watch: watch,
                 start: {
                     let startedAt = MonotonicClock.nanoseconds()
                     let task = Task {

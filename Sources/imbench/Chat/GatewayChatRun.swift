@@ -6,13 +6,18 @@ import NIOCore
 /// back to its sender directly, see ``PairLink``).
 enum GatewayChatRun {
     /// Logs in the receivers, then the senders, runs the workload, closes the devices.
+    /// - Parameters:
+    ///   - runID: Makes the device names unique (one per round: a round must not see
+    ///     another's messages).
+    ///   - title: The phase in log lines (default "gateway"), e.g. "gateway round 2/4".
     static func run(
-        _ settings: ChatSettings, environment: BenchEnvironment, loop: any EventLoop, runID: String
+        _ settings: ChatSettings, environment: BenchEnvironment, loop: any EventLoop, runID: String,
+        title: String = "gateway"
     ) async throws -> ChatPhaseResult {
         let ledger = ChatLedger(pairs: settings.pairs)
         let receiverNames = (0..<settings.pairs).map { "bench-\(runID)-r\($0)" }
         let senderNames = (0..<settings.pairs).map { "bench-\(runID)-s\($0)" }
-        Log.info("gateway: logging in \(settings.pairs) receiver(s), then \(settings.pairs) sender(s)")
+        Log.info("\(title): logging in \(settings.pairs) receiver(s), then \(settings.pairs) sender(s)")
         let links = try await loop.submit {
             (0..<settings.pairs).map { _ in NIOLoopBound(PairLink(), eventLoop: loop) }
         }.get()
@@ -39,7 +44,7 @@ enum GatewayChatRun {
         let result: ChatPhaseResult
         do {
             result = try await ChatPhase.measure(
-                "gateway", settings: settings, ledger: ledger, watch: watch,
+                "gateway", title: title, settings: settings, ledger: ledger, watch: watch,
                 start: { for sender in senders { sender.send(.start) } },
                 stop: { for sender in senders { sender.send(.stop) } })
         } catch {
