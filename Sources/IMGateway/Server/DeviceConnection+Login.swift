@@ -152,6 +152,10 @@ extension DeviceConnection {
             lane.submit {
                 do {
                     try await session.subscribeAndAnnounce()
+                } catch MosquittoError.closed, MosquittoError.connectionLost {
+                    // The session ended meanwhile (logout, drop, shutdown), or the MQTT
+                    // connection did, which closes the device's connection on its own.
+                    logger.debug("subscriptions not restored: the session ended")
                 } catch {
                     logger.error("cannot subscribe or announce presence", metadata: ["error": "\(error)"])
                     sender.sendAndClose(.error(ErrorNotice(code: .brokerUnavailable, message: "\(error)")))
