@@ -58,10 +58,11 @@ bench: deps
 	$(SWIFT) build -c release --product imbench
 	BIN=$$($(SWIFT) build -c release --show-bin-path); \
 	  $$BIN/imbench wire && \
-	  $$BIN/imbench chat --seconds 10 && \
+	  $$BIN/imbench chat --seconds 5 --rounds 6 && \
 	  $$BIN/imbench chat --seconds 10 --rate 5000 && \
 	  $$BIN/imbench connect --users 4500 && \
-	  $$BIN/imbench weak --seconds 30 --pairs 4 --rate 5
+	  $$BIN/imbench weak --seconds 60 --seed 7 && \
+	  $$BIN/imbench weak --seconds 60 --seed 7 --outage-mode blackhole
 
 ## Start the daemon: imgw with its embedded broker (TLV clients on 127.0.0.1:6969, the
 ## broker on 127.0.0.1:$(BROKER_PORT), data under $(RUN_DIR)/). Ctrl-C stops both.
