@@ -455,6 +455,8 @@ public actor IMClient {
     /// the connection must prove itself at once.
     private func sendHeartbeat(probe: Bool = false) {
         guard machine.state == .connected, let connection else { return }
+        // A heartbeat already on its way is the probe (a new one would restart the wait).
+        if probe, heartbeat?.makeOutstandingDecisive(now: clock.now) == true { return }
         let sequence = nextSequence()
         if probe {
             heartbeat?.probeSent(sequence: sequence, at: clock.now)

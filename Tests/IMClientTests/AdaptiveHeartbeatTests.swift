@@ -151,6 +151,20 @@ struct AdaptiveHeartbeatTests {
         #expect(alive.consecutiveFailures == 0)
     }
 
+    @Test("a heartbeat already outstanding becomes the probe, keeping its deadline")
+    func outstandingBecomesProbe() {
+        var heartbeat = AdaptiveHeartbeat(configuration: Self.seedExample, mode: .background, now: t0)
+        let none = heartbeat.makeOutstandingDecisive(now: t0)
+        #expect(!none, "nothing outstanding")
+        cycle(&heartbeat, sequence: 1, answered: true, rtt: .milliseconds(750))  // ACK timeout 3 s
+        let sent = t0 + .seconds(40)
+        heartbeat.heartbeatSent(sequence: 2, at: sent)
+        let made = heartbeat.makeOutstandingDecisive(now: sent + .seconds(2))
+        #expect(made)
+        #expect(heartbeat.nextAction(now: sent + .seconds(2)) == .wait(until: sent + .seconds(3)), "the original deadline")
+        #expect(heartbeat.nextAction(now: sent + .seconds(3)) == .dead, "one failure is enough now")
+    }
+
     @Test("a round trip measured outside the heartbeat sets the ACK timeout until a heartbeat measures one")
     func roundTripMeasured() {
         var heartbeat = AdaptiveHeartbeat(configuration: Self.seedExample, mode: .background, now: t0)

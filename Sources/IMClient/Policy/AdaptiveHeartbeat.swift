@@ -258,6 +258,16 @@ public struct AdaptiveHeartbeat: Sendable, Hashable {
         outstanding?.isProbe = true
     }
 
+    /// Makes the heartbeat already waiting for its ACK decisive, like a probe, keeping its
+    /// deadline: it is already testing the path, and a new heartbeat would restart the wait.
+    /// Returns false (and changes nothing) when none is outstanding.
+    public mutating func makeOutstandingDecisive(now: ContinuousClock.Instant) -> Bool {
+        settleOverdue(now: now)
+        guard !isDead, outstanding != nil else { return false }
+        outstanding?.isProbe = true
+        return true
+    }
+
     /// A round trip measured outside the heartbeat (e.g. connect + LOGIN → LOGIN_OK), used
     /// only while no heartbeat has measured one, so that ``ackTimeout`` is not
     /// `maxAckTimeout` on a connection too busy to have sent a heartbeat yet.
