@@ -70,6 +70,17 @@ struct DownlinkQueueTests {
         #expect(queue.dequeue() == "user-0 again")
     }
 
+    @Test("QoS 0 pub/sub goes last and keeps only the newest beyond the limit; QoS 1/2 pub/sub is never dropped")
+    func atMostOnce() {
+        var queue = DownlinkQueue<String>(lossyLimit: 3)
+        for index in 0..<10 { queue.enqueue("qos0-\(index)", class: .atMostOnce) }
+        queue.enqueue("qos1-0", class: .other)
+        queue.enqueue("chat-0", class: .chat)
+        #expect(DownlinkClass.atMostOnce.isLossy && !DownlinkClass.other.isLossy)
+        #expect(queue.droppedCount == 7)
+        #expect(Self.drain(&queue) == ["chat-0", "qos1-0", "qos0-7", "qos0-8", "qos0-9"])
+    }
+
     @Test("coalescing still finds entries after many have passed through")
     func longRun() {
         var queue = DownlinkQueue<Int>(lossyLimit: 8)

@@ -8,19 +8,24 @@ public enum DownlinkClass: Int, Hashable, Sendable, CaseIterable, Comparable {
     case presence
     /// LOCATION: lossy (only the latest position matters).
     case location
-    /// Anything else, e.g. PUBLISH from pub/sub: never dropped.
+    /// Anything else, e.g. PUBLISH from pub/sub at QoS 1 or 2: never dropped.
     case other
+    /// PUBLISH from pub/sub at QoS 0 (at most once): lossy, the oldest dropped beyond the
+    /// limit, so a device that stops reading cannot make the gateway buffer a busy topic
+    /// without bound. (QoS 1/2 is bounded by the broker's receive maximum instead.)
+    case atMostOnce
 
     /// Whether entries of this class may be coalesced and dropped.
-    public var isLossy: Bool { self == .presence || self == .location }
+    public var isLossy: Bool { self == .presence || self == .location || self == .atMostOnce }
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
 /// Frames waiting for a slow device, by priority: all chat before any receipt, receipts before
-/// presence, presence before location, location before other; first in, first out within a class.
+/// presence, presence before location, location before other, other before QoS 0 pub/sub;
+/// first in, first out within a class.
 ///
-/// Presence and location are lossy: an entry with the coalescing key of one already queued
+/// Presence, location and QoS 0 pub/sub are lossy: an entry with the coalescing key of one already queued
 /// replaces it in place (the latest wins, keeping the older one's turn), and each of them
 /// holds at most `lossyLimit` entries, dropping its oldest beyond. Chat, receipts and other
 /// frames are never dropped or coalesced (their keys are ignored); bound them upstream, e.g.

@@ -221,10 +221,7 @@ extension DeviceConnection {
         writeDownlink()
         startUplink()
         flushIfNeeded()
-        if readPending, chatsToStart.count < Self.maxWaitingChats, let context = channelContext {
-            readPending = false
-            context.read()
-        }
+        resumeReading()
     }
 
     /// The broker has (or refused) a chat message: ACK it to the device, remember its id
@@ -275,8 +272,11 @@ extension DeviceConnection {
             let publish = Publish(
                 topic: clientTopic, payload: ByteBuffer(bytes: message.payload), qos: IMQoS(rawValue: message.qos.rawValue) ?? .atMostOnce,
                 retain: message.retain, serverTime: unixMilliseconds(), resend: message.dup)
-            downlink.enqueue(
-                DownlinkEntry(message: .publish(publish), deliveryID: message.qos == .atMostOnce ? nil : message.deliveryID), class: .other)
+            if message.qos == .atMostOnce {
+                downlink.enqueue(DownlinkEntry(message: .publish(publish)), class: .atMostOnce)
+            } else {
+                downlink.enqueue(DownlinkEntry(message: .publish(publish), deliveryID: message.deliveryID), class: .other)
+            }
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)
         case .presence(let user, _):
             // Retained "online"/"offline" per device; an empty retained payload (a cleared

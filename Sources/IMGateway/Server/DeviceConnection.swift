@@ -169,6 +169,7 @@ final class DeviceConnection: ChannelDuplexHandler {
         if context.channel.isWritable {
             writeDownlink()
             flushIfNeeded()
+            resumeReading()
         }
         context.fireChannelWritabilityChanged()
     }
@@ -192,13 +193,23 @@ final class DeviceConnection: ChannelDuplexHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        // Backpressure: a device sending chat faster than the broker takes it waits. (Its
-        // ACKs wait too, which is why the bound is far above what ack-through can hold.)
-        if chatsToStart.count >= Self.maxWaitingChats {
+        // Backpressure: a device sending chat faster than the broker takes it waits (its
+        // ACKs wait too, which is why the bound is far above what ack-through can hold); a
+        // device that does not read what it is sent is not read either, so that the replies
+        // to its requests cannot pile up in the outbound buffer. (Not reading, it sends no
+        // heartbeat that arrives: the idle timeout ends it if it never reads again.)
+        if chatsToStart.count >= Self.maxWaitingChats || !context.channel.isWritable {
             readPending = true
         } else {
             context.read()
         }
+    }
+
+    /// Reads again after ``read(context:)`` held back, once neither reason holds.
+    func resumeReading() {
+        guard readPending, chatsToStart.count < Self.maxWaitingChats, let context = channelContext, context.channel.isWritable else { return }
+        readPending = false
+        context.read()
     }
 
     // MARK: Actions

@@ -42,6 +42,40 @@ final class RawSocket: @unchecked Sendable {
         }
     }
 
+    /// Frames as they arrive until `done` says so (or the peer closes, or 10 s pass without
+    /// a byte); the frames read so far, the last one the one `done` accepted.
+    func readFrames(until done: @escaping @Sendable (IMFrame) -> Bool) async throws -> [IMFrame] {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try self.blockingRead(until: done) })
+            }
+        }
+    }
+
+    private func blockingRead(until done: (IMFrame) -> Bool) throws -> [IMFrame] {
+        var buffer = ByteBuffer()
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var decoder = IMFrameDecoder(maxBodyLength: 16 * 1024 * 1024)
+        var frames: [IMFrame] = []
+        while true {
+            let count = recv(fd, &chunk, chunk.count, 0)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw TestError("connection closed or silent after \(frames.count) frames") }
+            buffer.writeBytes(chunk[0..<count])
+            while let frame = try decoder.decode(buffer: &buffer) {
+                frames.append(frame)
+                if done(frame) { return frames }
+            }
+        }
+    }
+
+    /// Encodes and sends `message` as a frame with `sequence`.
+    func send(_ message: IMMessage, sequence: UInt32) throws {
+        var bytes = ByteBuffer()
+        try IMFrameEncoder().encode(data: message.frame(sequence: sequence, timestamp: 0, sessionID: 1), out: &bytes)
+        send(Array(bytes.readableBytesView))
+    }
+
     private func blockingRead() throws -> (frames: [IMFrame], closed: Bool) {
         var buffer = ByteBuffer()
         var chunk = [UInt8](repeating: 0, count: 4096)
