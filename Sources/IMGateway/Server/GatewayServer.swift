@@ -32,6 +32,11 @@ public final class GatewayServer: Service, Sendable {
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            // Each connection keeps its receive buffer between reads (NIO pools it per
+            // channel): NIO's initial 2 KiB was a sixth of a logged-in device's memory,
+            // while an idle device reads a 28-byte heartbeat now and then. It grows (up to
+            // 64 KiB) for a device whose reads fill it.
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65536))
             .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
                     let sequence = OutboundSequence()
