@@ -308,24 +308,6 @@ public actor MosquittoClient {
         }
     }
 
-    /// The outcomes of several publishes, in order, in one visit to the client (each
-    /// awaited like ``completion(of:)``).
-    public func completions(of tickets: [PublishTicket]) async -> [Result<Void, MosquittoError>] {
-        var outcomes: [Result<Void, MosquittoError>] = []
-        outcomes.reserveCapacity(tickets.count)
-        for ticket in tickets {
-            do {
-                try await completion(of: ticket)
-                outcomes.append(.success(()))
-            } catch let error as MosquittoError {
-                outcomes.append(.failure(error))
-            } catch {
-                outcomes.append(.failure(.closed))
-            }
-        }
-        return outcomes
-    }
-
     /// Settles a publish: its waiter, or its outcome kept for ``completion(of:)``.
     private func settlePublish(_ pending: PendingPublish, _ outcome: Result<Void, MosquittoError>) {
         ticketMIDs[pending.ticket] = nil

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A JSON value for one output line (objects are written by ``Output`` as ordered fields).
 enum JSONValue: Sendable, ExpressibleByStringLiteral {
     case string(String)
@@ -10,6 +12,13 @@ enum JSONValue: Sendable, ExpressibleByStringLiteral {
 
     init(stringLiteral value: String) { self = .string(value) }
 
+    /// Foundation's JSON string escaping, slashes left as they are.
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        return encoder
+    }()
+
     var rendered: String {
         switch self {
         case .number(let value): return "\(value)"
@@ -18,21 +27,11 @@ enum JSONValue: Sendable, ExpressibleByStringLiteral {
         case .bool(let value): return value ? "true" : "false"
         case .array(let values): return "[" + values.map(\.rendered).joined(separator: ",") + "]"
         case .string(let value):
-            var out = "\""
-            for scalar in value.unicodeScalars {
-                switch scalar {
-                case "\"": out += "\\\""
-                case "\\": out += "\\\\"
-                case "\n": out += "\\n"
-                case "\r": out += "\\r"
-                case "\t": out += "\\t"
-                case _ where scalar.value < 0x20:
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                default: out.unicodeScalars.append(scalar)
-                }
+            do {
+                return String(decoding: try Self.encoder.encode(value), as: UTF8.self)
+            } catch {
+                preconditionFailure("a String always encodes as JSON: \(error)")
             }
-            return out + "\""
         }
     }
 }

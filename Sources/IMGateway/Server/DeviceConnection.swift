@@ -127,13 +127,9 @@ final class DeviceConnection: ChannelDuplexHandler {
         mailbox = ConnectionMailbox { loop.execute { bound.value.drainMailbox() } }
         let finished = loop.makePromise(of: Void.self)
         self.finished = finished
-        let gateway = self.gateway
-        gateway.tracker.enter()
-        gateway.statistics.connections.add(1, ordering: .relaxed)
-        finished.futureResult.whenComplete { _ in
-            gateway.statistics.connections.subtract(1, ordering: .relaxed)
-            gateway.tracker.leave()
-        }
+        let connections = gateway.statistics.connections
+        connections.enter()
+        finished.futureResult.whenComplete { _ in connections.leave() }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {

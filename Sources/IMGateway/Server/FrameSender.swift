@@ -9,11 +9,6 @@ struct FrameSender: Sendable {
     /// The session id of the LOGIN, carried by what the gateway sends on its own.
     var sessionID: UInt16 = 0
 
-    /// Sends a message with the next sequence number.
-    func send(_ message: IMMessage) {
-        channel.writeAndFlush(message.frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: sessionID), promise: nil)
-    }
-
     /// An ACK for the request with `header`.
     func reply(_ ack: Ack, to header: IMFrameHeader) {
         channel.writeAndFlush(ack.frame(timestamp: unixSeconds(), sessionID: header.sessionID), promise: nil)

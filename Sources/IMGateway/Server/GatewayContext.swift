@@ -11,8 +11,6 @@ final class GatewayContext: Sendable {
     let verifier: TokenVerifier
     let mqttLoop: MosquittoEventLoop
     let registry = SessionRegistry()
-    /// The connections not finished yet (shutdown waits for them).
-    let tracker = ConnectionTracker()
     let dedup: DedupStore
     let statistics = GatewayStatistics()
     let shares: LocationShareDirectory
@@ -40,7 +38,9 @@ final class GatewayContext: Sendable {
 
 /// Counters for the stats topic and metrics.
 final class GatewayStatistics: Sendable {
-    let connections = Atomic<Int>(0)
+    /// Open TLV connections, counted until their MQTT session has ended too (shutdown
+    /// waits for the last one).
+    let connections = ConnectionTracker()
     let loggedIn = Atomic<Int>(0)
     let messagesIn = Atomic<Int>(0)
     let messagesOut = Atomic<Int>(0)

@@ -87,23 +87,21 @@ public final class GatewayServer: Service, Sendable {
     public func run() async throws {
         context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
         try await withGracefulShutdownHandler {
-            do {
-                let stats = Task { await StatsPublisher(context: context).run() }
-                let shares = Task { await LocationShareDirectory.follow(context.shares, context: context) }
-                let metrics = Task { try await self.metrics?.run() }
-                let watchdog = Task { await context.deliveryWatchdog.run() }
-                defer {
-                    watchdog.cancel()
-                    stats.cancel()
-                    shares.cancel()
-                    metrics.cancel()
-                    Task { await self.metrics?.stop() }
-                }
-                // Connections are served by their channel handlers; this waits for the
-                // listener to close, then for the last connection to finish.
-                try await serverChannel.closeFuture.get()
-                await context.tracker.waitUntilIdle()
+            let stats = Task { await StatsPublisher(context: context).run() }
+            let shares = Task { await LocationShareDirectory.follow(context.shares, context: context) }
+            let metrics = Task { try await self.metrics?.run() }
+            let watchdog = Task { await context.deliveryWatchdog.run() }
+            defer {
+                watchdog.cancel()
+                stats.cancel()
+                shares.cancel()
+                metrics.cancel()
+                Task { await self.metrics?.stop() }
             }
+            // Connections are served by their channel handlers; this waits for the
+            // listener to close, then for the last connection to finish.
+            try await serverChannel.closeFuture.get()
+            await context.statistics.connections.waitUntilIdle()
         } onGracefulShutdown: {
             self.context.logger.info("shutting down: no new connections, sessions end with their wills")
             self.serverChannel.close(promise: nil)

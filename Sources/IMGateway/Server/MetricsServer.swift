@@ -68,7 +68,7 @@ final class MetricsGauges: Sendable {
     }
 
     func render() -> [UInt8] {
-        connections.set(Double(statistics.connections.load(ordering: .relaxed)))
+        connections.set(Double(statistics.connections.live))
         loggedIn.set(Double(statistics.loggedIn.load(ordering: .relaxed)))
         messagesIn.set(Double(statistics.messagesIn.load(ordering: .relaxed)))
         messagesOut.set(Double(statistics.messagesOut.load(ordering: .relaxed)))

@@ -13,7 +13,7 @@ struct StatsPublisher: Sendable {
     func payload() async -> StatsPayload {
         StatsPayload(
             gateway: context.gatewayID, ts: unixMilliseconds(),
-            connections: context.statistics.connections.load(ordering: .relaxed),
+            connections: context.statistics.connections.live,
             loggedIn: context.statistics.loggedIn.load(ordering: .relaxed),
             sessions: await context.registry.count,
             messagesIn: context.statistics.messagesIn.load(ordering: .relaxed),

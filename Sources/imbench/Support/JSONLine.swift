@@ -62,19 +62,18 @@ struct JSONLine: Sendable {
         }
     }
 
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        return encoder
+    }()
+
+    /// `string` as a JSON string, escaped by Foundation.
     private static func quote(_ string: String) -> String {
-        var out = "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
+        do {
+            return String(decoding: try encoder.encode(string), as: UTF8.self)
+        } catch {
+            preconditionFailure("a String always encodes as JSON: \(error)")
         }
-        return out + "\""
     }
 }
