@@ -201,6 +201,16 @@ static inline int cmosq_lowest_free_fd(void) {
     return fd;
 }
 
+/// Sets close-on-exec on `fd` (libmosquitto 2.0 opens its socket and socketpair without
+/// it). Returns 0, or -1 with errno.
+static inline int cmosq_set_cloexec(int fd) {
+    int flags = fcntl(fd, F_GETFD);
+    if (flags < 0) {
+        return -1;
+    }
+    return (flags & FD_CLOEXEC) ? 0 : fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
 /// Names the calling thread (shown by top -H, gdb, perf). Names are cut to 15 bytes.
 static inline void cmosq_set_thread_name(const char *name) {
     char buf[16];

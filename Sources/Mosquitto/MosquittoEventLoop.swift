@@ -18,6 +18,22 @@ import Glibc
 /// The loop is also the `SerialExecutor` of every `MosquittoClient` it drives: client
 /// methods run on the loop thread, next to the callbacks, so no lock guards client state.
 /// Blocking work (name resolution, the TCP connect) runs on a separate queue.
+///
+/// epoll watches open file descriptions, not descriptor numbers (epoll(7), Q6): a
+/// descriptor closed while another process still holds a copy of it stays in the interest
+/// list, and being level-triggered, keeps reporting (a half-closed socket: EPOLLIN|EPOLLHUP)
+/// with no descriptor left to remove it by. So:
+/// - every descriptor the loop watches is close-on-exec (libmosquitto's socket and
+///   socketpair are marked right after they are created), and the loop removes a socket
+///   from epoll before it makes libmosquitto close it, wherever it can (abort, reconnect,
+///   destroy);
+/// - every registration carries a token of its own (a serial number, never reused), so an
+///   event always names exactly what was registered; libmosquitto closes its socket by
+///   itself too (a read error, a keepalive timeout, after writing DISCONNECT), and an event
+///   for a registration the loop no longer has is never ignored: if it comes again from
+///   the next `epoll_wait`, the registration outlived its descriptor, and the loop replaces
+///   its epoll instance with one that holds only what it knows
+///   (``Statistics/epollRebuilds``).
 public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     // @unchecked Sendable: `inbox` is a Mutex, `threadID` an Atomic, `epollFD`/`wakeFD`/
     // `connector` are immutable. Every other stored property is touched only on the loop
@@ -39,7 +55,8 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
 
     private let inbox = Mutex(Inbox())
     private let threadID = Atomic<UInt>(0)
-    private let epollFD: Int32
+    /// Replaced (on the loop thread) when a registration outlived its descriptor.
+    private var epollFD: Int32
     private let wakeFD: Int32
     /// Runs blocking connects (getaddrinfo, socket setup) off the loop thread.
     let connector = DispatchQueue(label: "mosquitto.connect")
@@ -50,6 +67,15 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     private var dirty: [ClientIO] = []
     private var nextTick: UInt64 = 0
     private var stopped = false
+    /// The serial number of the next registration (tokens are never reused).
+    private var nextSerial: UInt32 = 0
+    /// Tokens of events the loop could not place, in this `epoll_wait` round and the one
+    /// before.
+    private var unplacedNow: Set<UInt64> = []
+    private var unplacedBefore: Set<UInt64> = []
+    /// A rebuild failed (no descriptor left for a new epoll instance): retried each round.
+    private var rebuildPending = false
+    private var epollRebuilds = 0
 
     private static let wakeToken = UInt64.max
     private static let tickNanoseconds: UInt64 = 1_000_000_000
@@ -148,6 +174,13 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
                     handle(events[index])
                 }
             }
+            unplacedBefore = unplacedNow
+            unplacedNow.removeAll(keepingCapacity: true)
+            if rebuildPending {
+                rebuildEpoll()
+                // Still stuck with a registration that keeps reporting: do not spin.
+                if rebuildPending { usleep(10_000) }
+            }
             flushDirty()
             if monotonicNanoseconds() >= nextTick {
                 tick()
@@ -184,14 +217,27 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
             return
         }
         let slot = Int((token >> 2) & 0x3FFF_FFFF)
-        let generation = UInt32(truncatingIfNeeded: token >> 32)
-        guard slot < registrations.count, let io = registrations[slot], io.generation == generation else { return }
-        if token & 3 == ClientIO.pairKind {
+        guard slot < registrations.count, let io = registrations[slot] else {
+            unplaced(token)
+            return
+        }
+        if token == io.pairToken {
             cmosq_drain(io.pairRead)
             markDirty(io)
             return
         }
-        guard !io.ownedByConnector, io.socketFD >= 0, mosquitto_socket(io.mosq) == io.socketFD else { return }
+        guard token == io.socketToken, io.socketFD >= 0, !io.ownedByConnector else {
+            unplaced(token)
+            return
+        }
+        if mosquitto_socket(io.mosq) != io.socketFD {
+            // libmosquitto closed (or replaced) the socket during a call not followed by
+            // a reconcile: follow it now. A registration left behind reports again, and
+            // is dealt with as unplaced.
+            reconcileSocket(io)
+            markDirty(io)
+            return
+        }
         let flags = event.events
         io.tcpConnected = true
         if flags & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
@@ -201,6 +247,63 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
             readAvailable(io)
         }
         markDirty(io)
+    }
+
+    /// An event for a registration the loop no longer has. Usually it was removed (or its
+    /// descriptor closed) earlier in the same batch of events, and it will not come again.
+    /// If it does come again from the next `epoll_wait`, the registration outlived its
+    /// descriptor (another process holds a copy of the open file description): nothing can
+    /// remove it by descriptor any more, so the epoll instance is replaced.
+    private func unplaced(_ token: UInt64) {
+        if unplacedBefore.contains(token) || unplacedNow.contains(token) {
+            rebuildEpoll()
+        } else {
+            unplacedNow.insert(token)
+        }
+    }
+
+    /// Replaces the epoll instance with a new one that watches exactly the registrations
+    /// the loop knows, which drops every registration that outlived its descriptor.
+    private func rebuildEpoll() {
+        let fresh = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard fresh >= 0 else {
+            rebuildPending = true
+            return
+        }
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.u64 = Self.wakeToken
+        _ = epoll_ctl(fresh, EPOLL_CTL_ADD, wakeFD, &event)
+        for case let io? in registrations {
+            if io.pairRead >= 0 {
+                event.events = EPOLLIN.rawValue
+                event.data.u64 = io.pairToken
+                _ = epoll_ctl(fresh, EPOLL_CTL_ADD, io.pairRead, &event)
+            }
+            if io.socketFD >= 0 {
+                event.events = io.interest
+                event.data.u64 = io.socketToken
+                if epoll_ctl(fresh, EPOLL_CTL_ADD, io.socketFD, &event) != 0 {
+                    io.socketFD = -1
+                    io.socketToken = 0
+                    io.interest = 0
+                    markDirty(io)
+                }
+            }
+        }
+        close(epollFD)
+        epollFD = fresh
+        rebuildPending = false
+        unplacedNow.removeAll()
+        unplacedBefore.removeAll()
+        epollRebuilds += 1
+    }
+
+    /// A token for a new registration of `io`'s descriptor of `kind`.
+    private func newToken(_ io: ClientIO, kind: UInt64) -> UInt64 {
+        nextSerial &+= 1
+        if nextSerial == 0 { nextSerial = 1 }
+        return UInt64(nextSerial) << 32 | UInt64(io.slot) << 2 | kind
     }
 
     private func readAvailable(_ io: ClientIO) {
@@ -269,7 +372,8 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
             io.pairInodes = (io.pairInodes.write, io.pairInodes.read)
             var event = epoll_event()
             event.events = EPOLLIN.rawValue
-            event.data.u64 = io.token(kind: ClientIO.pairKind)
+            io.pairToken = newToken(io, kind: ClientIO.pairKind)
+            event.data.u64 = io.pairToken
             _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, io.pairRead, &event)
             io.pairConfirmed = true
         }
@@ -290,7 +394,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         if wanted != io.interest {
             var event = epoll_event()
             event.events = wanted
-            event.data.u64 = io.token(kind: ClientIO.socketKind)
+            event.data.u64 = io.socketToken
             if epoll_ctl(epollFD, EPOLL_CTL_MOD, io.socketFD, &event) == 0 {
                 io.interest = wanted
             }
@@ -332,14 +436,14 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         }
         let slot = freeSlots.popLast() ?? { registrations.append(nil); return registrations.count - 1 }()
         let io = ClientIO(mosq: mosq, slot: slot, client: client)
-        io.generation = generations(slot)
         if let pair {
             io.pairRead = pair.read
             io.pairWrite = pair.write
             io.pairInodes = (cmosq_socket_inode(pair.read), cmosq_socket_inode(pair.write))
             var event = epoll_event()
             event.events = EPOLLIN.rawValue
-            event.data.u64 = io.token(kind: ClientIO.pairKind)
+            io.pairToken = newToken(io, kind: ClientIO.pairKind)
+            event.data.u64 = io.pairToken
             _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, pair.read, &event)
         }
         registrations[slot] = io
@@ -347,23 +451,15 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         return io
     }
 
-    private var slotGenerations: [UInt32] = []
-    private func generations(_ slot: Int) -> UInt32 {
-        while slotGenerations.count <= slot { slotGenerations.append(0) }
-        slotGenerations[slot] &+= 1
-        return slotGenerations[slot]
-    }
-
-    /// Stops watching a client's descriptors and destroys its libmosquitto handle.
+    /// Stops watching a client's descriptors (before libmosquitto closes them) and
+    /// destroys its libmosquitto handle.
     func unregister(_ io: ClientIO) {
         assertOnLoop()
         guard io.isRegistered else { return }
-        if io.socketFD >= 0 {
-            _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, io.socketFD, nil)
-            io.socketFD = -1
-        }
+        forgetSocket(io)
         if io.pairRead >= 0 {
             _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, io.pairRead, nil)
+            io.pairToken = 0
         }
         registrations[io.slot] = nil
         freeSlots.append(io.slot)
@@ -372,31 +468,38 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         SocketPairs.destroy(io.mosq, pair: io.pairRead >= 0 ? (io.pairRead, io.pairWrite) : nil)
     }
 
-    /// Follows libmosquitto's socket: registers a new one, forgets a closed one (the
-    /// kernel already dropped a closed descriptor from the epoll set).
+    /// Follows libmosquitto's socket: registers a new one, forgets a closed one. The
+    /// kernel drops a closed descriptor from the epoll set only when no other process
+    /// holds the same open file description; a registration left behind is found by its
+    /// token (``unplaced(_:)``).
     func reconcileSocket(_ io: ClientIO) {
         guard io.isRegistered else { return }
         let current = mosquitto_socket(io.mosq)
         if current == io.socketFD { return }
         io.socketFD = -1
+        io.socketToken = 0
         io.interest = 0
         io.tcpConnected = false
         guard current >= 0 else { return }
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue
-        event.data.u64 = io.token(kind: ClientIO.socketKind)
+        let token = newToken(io, kind: ClientIO.socketKind)
+        event.data.u64 = token
         if epoll_ctl(epollFD, EPOLL_CTL_ADD, current, &event) == 0 {
             io.socketFD = current
+            io.socketToken = token
             io.interest = event.events
         }
     }
 
-    /// Forgets the registered socket before libmosquitto replaces it (reconnect).
+    /// Stops watching the client's socket while it is still open: before libmosquitto
+    /// replaces it (reconnect), closes it on our behalf (abort) or is destroyed.
     func forgetSocket(_ io: ClientIO) {
         if io.socketFD >= 0 {
             _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, io.socketFD, nil)
         }
         io.socketFD = -1
+        io.socketToken = 0
         io.interest = 0
         io.tcpConnected = false
     }
@@ -412,13 +515,17 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         /// Bytes waiting in the clients' internal socketpairs, summed and at most.
         public var socketPairBacklogBytes: Int
         public var maxSocketPairBacklogBytes: Int
+        /// Times the loop replaced its epoll instance because a registration outlived its
+        /// descriptor (a copy of a socket held by another process); 0 normally.
+        public var epollRebuilds: Int
     }
 
     /// Counts clients and the socketpair backlog, on the loop thread.
     public func statistics() async -> Statistics {
         await submit { [self] in
             flushDirty()
-            var stats = Statistics(clients: 0, connectedSockets: 0, socketPairBacklogBytes: 0, maxSocketPairBacklogBytes: 0)
+            var stats = Statistics(
+                clients: 0, connectedSockets: 0, socketPairBacklogBytes: 0, maxSocketPairBacklogBytes: 0, epollRebuilds: epollRebuilds)
             for case let io? in registrations {
                 stats.clients += 1
                 if io.socketFD >= 0 { stats.connectedSockets += 1 }
@@ -441,7 +548,9 @@ final class ClientIO {
 
     let mosq: OpaquePointer
     let slot: Int
-    var generation: UInt32 = 0
+    /// The epoll tokens of the current registrations (0: none).
+    var socketToken: UInt64 = 0
+    var pairToken: UInt64 = 0
     /// The client, for callbacks from the loop; nil once unregistered.
     var client: MosquittoClient?
     var pairRead: Int32 = -1
@@ -467,9 +576,5 @@ final class ClientIO {
         self.mosq = mosq
         self.slot = slot
         self.client = client
-    }
-
-    func token(kind: UInt64) -> UInt64 {
-        UInt64(generation) << 32 | UInt64(slot) << 2 | kind
     }
 }

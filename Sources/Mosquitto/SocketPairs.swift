@@ -19,7 +19,8 @@ import Glibc
 ///   is never taken;
 /// - the two must be each other's peer, as the kernel tells (sock_diag UNIX_DIAG_PEER).
 /// The read end is `sv[0]`, the socket created first: the lower inode. The loop
-/// double-checks the direction on first use (`confirmPairDirection`).
+/// double-checks the direction on first use (`confirmPairDirection`). Once found, both
+/// ends are made close-on-exec, so no child process inherits them.
 enum SocketPairs {
     typealias Pair = (read: Int32, write: Int32)
 
@@ -41,8 +42,7 @@ enum SocketPairs {
             let before = candidates(in: window, known)
             guard let handle = create() else { return (nil, nil) }
             if let pair = matchPeers(candidates(in: window, known).subtracting(before)) {
-                known.insert(pair.read)
-                known.insert(pair.write)
+                adopt(pair, &known)
                 return (handle, pair)
             }
             // Slow path (other threads moved descriptors meanwhile): the same, over every
@@ -54,10 +54,16 @@ enum SocketPairs {
                 mosquitto_destroy(again)
                 throw MosquittoError.invalidState("cannot find libmosquitto's internal socketpair (descriptor limit reached?)")
             }
-            known.insert(pair.read)
-            known.insert(pair.write)
+            adopt(pair, &known)
             return (again, pair)
         }
+    }
+
+    private static func adopt(_ pair: Pair, _ known: inout Set<Int32>) {
+        known.insert(pair.read)
+        known.insert(pair.write)
+        _ = cmosq_set_cloexec(pair.read)
+        _ = cmosq_set_cloexec(pair.write)
     }
 
     /// Destroys a handle (closing its pair) and forgets the pair's descriptors.
