@@ -156,12 +156,23 @@ public actor MosquittoClient {
 
     /// Disconnects. `reason` 0x00 (the default) is a normal disconnect: the broker
     /// discards the will. `.disconnectWithWill` (0x04, v5 only) makes the broker publish
-    /// the will. Everything queued before (held acknowledgements included) is sent
-    /// first. Returns when the connection is closed; does nothing when not connected.
+    /// the will. Everything queued before is sent first. Returns when the connection is
+    /// closed; does nothing when not connected.
+    ///
+    /// In `.manual` acknowledgement mode, with deliveries not acknowledged yet, it aborts
+    /// instead (see ``abort()``): their held PUBACKs sit ahead of DISCONNECT in
+    /// libmosquitto's out-queue and cannot be taken out, and sending them would
+    /// acknowledge what the application did not. The broker then publishes the will and
+    /// redelivers those messages to the session's next connection. A disconnect never
+    /// waits on acknowledgements the client itself holds back.
     public func disconnect(reason: ReasonCode = .normalDisconnection, properties: MQTTProperties = MQTTProperties()) async throws {
         guard let io, state == .connected || state == .connecting else { return }
         if state == .connecting && io.ownedByConnector {
             throw MosquittoError.invalidState("disconnect() while the TCP connect is in progress")
+        }
+        if !unacknowledged.isEmpty {
+            abort()
+            return
         }
         var list = try properties.makeList()
         defer { if list != nil { mosquitto_property_free_all(&list) } }
@@ -183,7 +194,11 @@ public actor MosquittoClient {
     public func abort() {
         guard let io, io.socketFD >= 0, state == .connected || state == .connecting || state == .disconnecting else { return }
         aborting = true
-        shutdown(io.socketFD, Int32(SHUT_RDWR))
+        let socket = io.socketFD
+        // Out of epoll while the descriptor is still open (a copy held by another process
+        // would otherwise keep its registration alive).
+        loop.forgetSocket(io)
+        shutdown(socket, Int32(SHUT_RDWR))
         // The next read sees the end of the stream and closes the socket
         // (on_disconnect runs with MOSQ_ERR_CONN_LOST, reported as `.aborted`).
         let rc = mosquitto_loop_read(io.mosq, 1)
@@ -191,8 +206,9 @@ public actor MosquittoClient {
         loop.reconcileSocket(io)
     }
 
-    /// Disconnects normally if connected, then releases the libmosquitto handle and its
-    /// descriptors. Operations still waiting fail with `.closed`; `messages` and
+    /// Disconnects normally if connected (aborts with deliveries not acknowledged, as
+    /// ``disconnect(reason:properties:)`` says), then releases the libmosquitto handle and
+    /// its descriptors. Operations still waiting fail with `.closed`; `messages` and
     /// `events` finish. The client cannot be used afterwards.
     public func close() async {
         if state == .connected {
@@ -594,6 +610,11 @@ public actor MosquittoClient {
             if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) { return rc }
         }
         let rc = connectAsync(mosq, configuration)
+        // libmosquitto 2.0 opens its socket without close-on-exec: mark it before a
+        // child process can inherit it (a spawner that closes every descriptor in the
+        // child covers the moment in between).
+        let socket = mosquitto_socket(mosq)
+        if socket >= 0 { _ = cmosq_set_cloexec(socket) }
         if rc == Int32(MOSQ_ERR_SUCCESS.rawValue) && configuration.protocolVersion == .v5 {
             tolerateReceiveMaximumOverrun(mosq)
         }
