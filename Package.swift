@@ -39,6 +39,10 @@ let package = Package(
             providers: [.apt(["zlib1g-dev"])]
         ),
 
+        // glibc's process and descriptor calls that need _GNU_SOURCE (closefrom in a
+        // spawned child, pipe2).
+        .target(name: "CProcessShims"),
+
         // The libmosquitto wrapper: knows only CMosquitto.
         .target(name: "Mosquitto", dependencies: ["CMosquitto"]),
 
@@ -57,6 +61,7 @@ let package = Package(
             dependencies: [
                 "IMWire",
                 "Mosquitto",
+                "CProcessShims",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

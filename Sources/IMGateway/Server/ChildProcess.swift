@@ -1,3 +1,4 @@
+import CProcessShims
 import Foundation
 import Synchronization
 
@@ -8,9 +9,15 @@ import Glibc
 /// A child process started with posix_spawn, a clean signal mask and default signal
 /// handlers, its output read line by line.
 ///
-/// Foundation's `Process` hands the child the spawning thread's signal mask; Swift's
-/// threads block SIGTERM and SIGINT, and a mosquitto started that way ignores SIGTERM
-/// for good (its loop restores the inherited mask around epoll_wait).
+/// The child gets /dev/null as stdin, the output pipe as stdout and stderr, and no other
+/// descriptor of ours: every descriptor above 2 is closed in the child
+/// (`posix_spawn_file_actions_addclosefrom_np`, glibc 2.34), whether or not it was opened
+/// close-on-exec (libmosquitto's and SwiftNIO's sockets are not, until they are marked).
+///
+/// Not Foundation's `Process`: it hands the child the spawning thread's signal mask
+/// (Swift's threads block SIGTERM and SIGINT, and a mosquitto started that way ignores
+/// SIGTERM for good), and on Linux it watches children with `select`, which fails once a
+/// descriptor passes 1023.
 public final class ChildProcess: Sendable {
     /// The child's pid.
     public let pid: pid_t
@@ -22,18 +29,26 @@ public final class ChildProcess: Sendable {
         let value = Mutex<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
     }
 
-    /// Starts `executable` with `arguments`.
-    public init(executable: String, arguments: [String]) throws {
+    /// Starts `executable` with `arguments`, in `workingDirectory` if given.
+    public init(executable: String, arguments: [String], workingDirectory: String? = nil) throws {
         var pipe: [Int32] = [-1, -1]
-        guard Glibc.pipe(&pipe) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        guard cproc_pipe_cloexec(&pipe) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, pipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, pipe[1], 2)
-        posix_spawn_file_actions_addclose(&actions, pipe[0])
-        posix_spawn_file_actions_addclose(&actions, pipe[1])
+        // Everything else goes, the pipe's own descriptors included.
+        var prepared = cproc_spawn_addclosefrom(&actions, 3)
+        if let workingDirectory, prepared == 0 {
+            prepared = cproc_spawn_addchdir(&actions, workingDirectory)
+        }
+        guard prepared == 0 else {
+            close(pipe[0])
+            close(pipe[1])
+            throw POSIXError(POSIXErrorCode(rawValue: prepared) ?? .EINVAL)
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

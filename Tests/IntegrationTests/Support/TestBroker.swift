@@ -176,27 +176,18 @@ private func anyFreePort() -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-/// Runs a program to completion; throws with its output if it fails. Waits for the exit
-/// through the termination handler (Foundation's `waitUntilExit` can hang off the main
-/// thread on Linux).
+/// Runs a program to completion (through `ChildProcess`: no descriptor of the test process
+/// reaches it) and returns its output, lines joined by newlines (none after the last);
+/// throws with the output if it fails.
 @discardableResult
 func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) async throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let directory { process.currentDirectoryURL = directory }
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    process.standardInput = FileHandle.nullDevice
-    let exit = ExitSignal()
-    process.terminationHandler = { _ in exit.fire() }
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    await exit.wait()
-    let output = String(decoding: data, as: UTF8.self)
-    guard process.terminationStatus == 0 else {
-        throw TestError("\(executable) \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(output)")
+    let process = try ChildProcess(executable: executable, arguments: arguments, workingDirectory: directory?.path)
+    var lines: [String] = []
+    for await line in process.lines { lines.append(line) }
+    let output = lines.joined(separator: "\n")
+    let status = await process.waitForExit()
+    guard status == 0 else {
+        throw TestError("\(executable) \(arguments.joined(separator: " ")) failed (wait status \(status)): \(output)")
     }
     return output
 }
@@ -210,28 +201,4 @@ func awaitOutput(of process: ChildProcess, containing marker: String, into log: 
 /// Output collected from a child process.
 final class LogBuffer: Sendable {
     let text = Mutex("")
-}
-
-/// Fires once; any number of tasks can wait for it.
-final class ExitSignal: Sendable {
-    private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func fire() {
-        let waiters = state.withLock { state in
-            state.fired = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let fired = state.withLock { state in
-                if !state.fired { state.waiters.append(continuation) }
-                return state.fired
-            }
-            if fired { continuation.resume() }
-        }
-    }
 }
