@@ -500,7 +500,11 @@ struct GatewayTests {
 }
 
 /// A gateway server in this process, on a free port, against its own broker.
-struct TestGateway: Sendable {
+///
+/// `stop()` ends it completely: sessions, connections, the server's helper tasks (nothing
+/// it started logs afterwards), then the broker. A test that throws before calling it
+/// leaves that to `deinit`, which starts the same shutdown without waiting.
+final class TestGateway: Sendable {
     let broker: TestBroker
     let server: GatewayServer
     let minter: TokenMinter
@@ -508,6 +512,13 @@ struct TestGateway: Sendable {
     static let secret = "test-secret-\(UInt32.random(in: 0...UInt32.max))"
 
     var port: Int { server.localAddress.port! }
+
+    private init(broker: TestBroker, server: GatewayServer, minter: TokenMinter, task: Task<Void, any Error>) {
+        self.broker = broker
+        self.server = server
+        self.minter = minter
+        self.task = task
+    }
 
     static func start(_ configure: (inout GatewayConfiguration) -> Void = { _ in }) async throws -> TestGateway {
         let broker = try await TestBroker.start()
@@ -533,9 +544,15 @@ struct TestGateway: Sendable {
         return connection
     }
 
+    /// Shuts the server down (as on SIGTERM), waits until it has ended, stops the broker.
     func stop() async {
-        await server.stop()
-        task.cancel()
+        server.shutdown()
+        _ = try? await task.value
+        await broker.stop()
+    }
+
+    deinit {
+        server.shutdown()
     }
 }
 

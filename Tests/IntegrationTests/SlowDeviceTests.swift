@@ -10,7 +10,6 @@ struct SlowDeviceTests {
     @Test("QoS 0 pub/sub for a device that does not read is capped (oldest dropped), the newest arrives once it reads again")
     func qos0IsCappedForANonReader() async throws {
         let gateway = try await TestGateway.start()
-        defer { Task { await gateway.stop() } }
         let device = try RawSocket(port: gateway.port)
         try device.send(.login(LoginRequest(token: try await gateway.minter.mint(user: "slow"), deviceID: "phone")), sequence: 1)
         _ = try await device.readFrames { frame in if case .loginOK? = try? IMMessage(frame: frame) { true } else { false } }
@@ -50,5 +49,6 @@ struct SlowDeviceTests {
         #expect(publishes.last.map { String(buffer: $0.payload) } == "last", "the newest arrives")
         #expect(publishes.count < total, "\(publishes.count) of \(total + 1) arrived: the oldest were dropped, not all queued")
         #expect(publishes.count > 256, "what the socket buffers held and the capped queue arrived")
+        await gateway.stop()
     }
 }

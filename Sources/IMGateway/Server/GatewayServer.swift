@@ -39,6 +39,7 @@ public final class GatewayServer: Service, Sendable {
             .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65536))
             .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
+                    CloseOnExec.mark(child)
                     let sequence = OutboundSequence()
                     if let tls {
                         try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
@@ -56,6 +57,9 @@ public final class GatewayServer: Service, Sendable {
             }
             .bind(host: configuration.listen.host, port: configuration.listen.port)
             .get()
+        if try await !channel.eventLoop.submit({ CloseOnExec.mark(channel) }).get() {
+            logger.warning("cannot mark the listening socket close-on-exec (SwiftNIO hides its descriptor)")
+        }
         let metrics = configuration.metrics.enabled
             ? try await MetricsServer.bind(host: configuration.metrics.host, port: configuration.metrics.port, context: context, group: group)
             : nil
@@ -83,30 +87,39 @@ public final class GatewayServer: Service, Sendable {
         self.metrics = metrics
     }
 
-    /// Accepts and serves connections until the listener is closed or graceful shutdown.
+    /// Accepts and serves connections until the listener is closed or graceful shutdown
+    /// (``shutdown()``), then waits for the last connection to finish. Its helpers (the
+    /// stats topic, the location share directory, the metrics endpoint, the delivery
+    /// watchdog) run as child tasks and have ended when it returns.
     public func run() async throws {
         context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
-        try await withGracefulShutdownHandler {
-            let stats = Task { await StatsPublisher(context: context).run() }
-            let shares = Task { await LocationShareDirectory.follow(context.shares, context: context) }
-            let metrics = Task { try await self.metrics?.run() }
-            let watchdog = Task { await context.deliveryWatchdog.run() }
-            defer {
-                watchdog.cancel()
-                stats.cancel()
-                shares.cancel()
-                metrics.cancel()
-                Task { await self.metrics?.stop() }
+        let context = self.context
+        let metrics = self.metrics
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await StatsPublisher(context: context).run() }
+                group.addTask { await LocationShareDirectory.follow(context.shares, context: context) }
+                group.addTask { try? await metrics?.run() }
+                group.addTask { await context.deliveryWatchdog.run() }
+                // Connections are served by their channel handlers; this waits for the
+                // listener to close, then for the last connection to finish.
+                try? await serverChannel.closeFuture.get()
+                await context.statistics.connections.waitUntilIdle()
+                await metrics?.stop()
+                group.cancelAll()
             }
-            // Connections are served by their channel handlers; this waits for the
-            // listener to close, then for the last connection to finish.
-            try await serverChannel.closeFuture.get()
-            await context.statistics.connections.waitUntilIdle()
         } onGracefulShutdown: {
-            self.context.logger.info("shutting down: no new connections, sessions end with their wills")
-            self.serverChannel.close(promise: nil)
-            Task { await self.context.registry.shutdownAll() }
+            self.shutdown()
         }
+    }
+
+    /// Graceful shutdown: no new connections; logged-in devices get KICK
+    /// SERVER_SHUTTING_DOWN and their MQTT sessions end with their wills. ``run()`` returns
+    /// once the last connection has finished.
+    public func shutdown() {
+        context.logger.info("shutting down: no new connections, sessions end with their wills")
+        serverChannel.close(promise: nil)
+        Task { await self.context.registry.shutdownAll() }
     }
 
     /// Closes the listener (connections being served go on until they end).

@@ -18,11 +18,13 @@ public final class MetricsServer: Service, Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    CloseOnExec.mark(channel)
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(MetricsHandler(gauges: gauges))
                 }
             }
             .bind(host: host, port: port).get()
+        _ = try await channel.eventLoop.submit { CloseOnExec.mark(channel) }.get()
         context.logger.info("metrics on /metrics", metadata: ["address": "\(channel.localAddress?.description ?? "?")"])
         return MetricsServer(channel: channel)
     }
