@@ -197,6 +197,8 @@ struct GatewayProcessTests {
 final class IMGWProcess: Sendable {
     static let secret = "process-test-secret-0123456789abcdef"
     let port: Int
+    /// Its Prometheus endpoint.
+    let metricsPort: Int
     let process: ChildProcess
     let output: LogBuffer
 
@@ -208,6 +210,7 @@ final class IMGWProcess: Sendable {
 
     static func start(broker: TestBroker, port: Int? = nil, keepalive: Int = 30, brokerLines: [String] = []) async throws -> IMGWProcess {
         let port = port ?? freePort()
+        let metricsPort = freePort()
         let config = broker.directory.appendingPathComponent("imgw-\(port).yaml")
         try """
             auth:
@@ -216,7 +219,7 @@ final class IMGWProcess: Sendable {
               keepalive: \(keepalive)
             \(brokerLines.map { "  " + $0 }.joined(separator: "\n"))
             metrics:
-              port: 0
+              port: \(metricsPort)
             log_level: info
             """.write(to: config, atomically: true, encoding: .utf8)
         let process = try ChildProcess(
@@ -227,13 +230,41 @@ final class IMGWProcess: Sendable {
             process.signal(SIGKILL)
             throw TestError("imgw did not start: \(output.text.withLock { $0 })")
         }
-        return IMGWProcess(port: port, process: process, output: output)
+        return IMGWProcess(port: port, metricsPort: metricsPort, process: process, output: output)
     }
 
-    private init(port: Int, process: ChildProcess, output: LogBuffer) {
+    private init(port: Int, metricsPort: Int, process: ChildProcess, output: LogBuffer) {
         self.port = port
+        self.metricsPort = metricsPort
         self.process = process
         self.output = output
+    }
+
+    /// A gauge or counter from its /metrics (`imgw_connections`, ...).
+    func metric(_ name: String) async throws -> Double {
+        let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(metricsPort)/metrics"])
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + " ") }),
+              let value = Double(line.split(separator: " ").last ?? "")
+        else { throw TestError("no \(name) in /metrics: \(text)") }
+        return value
+    }
+
+    /// SIGTERM; returns how long imgw took to exit, or nil if it was still running after
+    /// `limit` (then it is killed).
+    func stop(within limit: Duration) async -> Duration? {
+        let started = ContinuousClock.now
+        process.signal(SIGTERM)
+        let exited = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.process.waitForExit(); return true }
+            group.addTask { try? await Task.sleep(for: limit); return false }
+            let first = await group.next() ?? false
+            let exitedAt = ContinuousClock.now
+            group.cancelAll()
+            if !first { self.process.signal(SIGKILL) }
+            await group.waitForAll()
+            return first ? exitedAt : nil
+        }
+        return exited.map { $0 - started }
     }
 
     func kill9() async {

@@ -137,7 +137,9 @@ extension GatewayConfiguration {
         public var allowPublish: Bool
         /// `allow_subscribe`: whether clients may SUBSCRIBE. Default true.
         public var allowSubscribe: Bool
-        /// `max_qos`: the highest QoS granted, 0–2. Default 2.
+        /// `max_qos`: the highest QoS of a device's PUBLISH, 0–2, and of a subscription
+        /// (granted at most 1 whatever this says: deliveries to devices are at least once).
+        /// Default 2.
         public var maxQoS: Int
 
         /// Creates pub/sub settings with the defaults.

@@ -112,7 +112,12 @@ struct DeviceRequests: Sendable {
                 results[index] = WireSubscriptionResult(filter: request.filter, outcome: .refused(.invalidTopic))
                 continue
             }
-            let qos = QoS(rawValue: min(request.qos, maxQoS).rawValue) ?? .atMostOnce
+            // Never above QoS 1 on the broker: libmosquitto sends PUBREC for a QoS 2
+            // PUBLISH before it hands the message over (only at PUBREL), so ack-through
+            // cannot hold it, and a message the device had not ACKed when its session
+            // ended was gone. At QoS 1 the PUBACK waits for the device's ACK and the broker
+            // redelivers (PROTOCOL.md 6.8: at least once, RESEND on a redelivery).
+            let qos = QoS(rawValue: min(request.qos, maxQoS, .atLeastOnce).rawValue) ?? .atMostOnce
             wanted.append((index, .init(filter, qos: qos)))
         }
         if !wanted.isEmpty {

@@ -180,21 +180,41 @@ final class DeviceSession: Sendable {
         case shutdown
     }
 
-    /// Ends the MQTT side and releases the client.
+    /// How long ending a session may wait for the broker (the "offline" presence, the
+    /// DISCONNECT) before the connection is dropped anyway.
+    static let endGrace: Duration = .seconds(2)
+
+    /// Ends the MQTT side and releases the client, in bounded time.
+    ///
+    /// It never waits on what the session itself holds back: with deliveries the device
+    /// has not ACKed, their PUBACKs are held (ack-through) and would have to leave before
+    /// anything this client sends, so the connection is dropped instead. The broker then
+    /// publishes the will (a retained "offline" presence) and redelivers those messages at
+    /// the device's next login. And it never waits on the broker for more than
+    /// ``endGrace``: past it the connection is dropped the same way.
     func end(_ ending: Ending) async {
+        let client = self.client
+        let deadline = Task {
+            try await Task.sleep(for: Self.endGrace)
+            await client.abort()
+            // Fails whatever still waits for the broker (the presence publish).
+            await client.close()
+        }
+        defer { deadline.cancel() }
         switch ending {
         case .logout:
-            try? await publishPresence(.offline)
+            // A new delivery can arrive while this runs: its PUBACK is then held behind
+            // this publish, which has already been written (the loop writes what a call
+            // queued before it reads again).
+            if await client.unacknowledgedCount == 0 {
+                try? await publishPresence(.offline)
+            }
+            // Aborts if deliveries are held (the will says "offline").
             try? await client.disconnect()
         case .dropped, .shutdown:
-            if await client.unacknowledgedCount == 0 {
-                // v5 DISCONNECT 0x04: the broker publishes the will now.
-                try? await client.disconnect(reason: .disconnectWithWill)
-            } else {
-                // A normal or 0x04 DISCONNECT would first send the held PUBACKs and lose
-                // what the device never got; dropping the socket fires the will too.
-                await client.abort()
-            }
+            // v5 DISCONNECT 0x04: the broker publishes the will now. With deliveries held,
+            // the connection is dropped instead, which fires the will too.
+            try? await client.disconnect(reason: .disconnectWithWill)
         case .takenOver:
             await client.abort()
         }
