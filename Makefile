@@ -6,17 +6,25 @@ SWIFT ?= swift
 APT_PACKAGES := libmosquitto-dev mosquitto mosquitto-clients zlib1g-dev pkg-config openssl curl
 # Seconds of decoder fuzzing in `make test` (0 skips it).
 FUZZ_SECONDS ?= 30
+# The test watchdog (scripts/test-watchdog) stops `swift test` when no test has started or ended
+# for TEST_STALL_SECONDS, or the run takes longer than TEST_LIMIT_SECONDS: it prints the tests
+# still running, the processes and the test process's threads, kills them all and fails
+# (exit 124) instead of hanging.
+TEST_STALL_SECONDS ?= 300
+TEST_LIMIT_SECONDS ?= 3600
+WATCHDOG = python3 scripts/test-watchdog --stall $(TEST_STALL_SECONDS) --limit $(TEST_LIMIT_SECONDS) --
 # Where `make run` keeps the embedded broker's data, and its port.
 RUN_DIR ?= run
 BROKER_PORT ?= 1883
 
-.PHONY: all deps build release test unit-test integration-test run clean help bench
+.PHONY: all deps test-deps build release test unit-test integration-test run clean help bench
 
 all: build
 
 help:
 	@echo "make run    install what is missing, build, start the daemon (embedded broker)"
-	@echo "make test   install what is missing, build, run every test (+ $(FUZZ_SECONDS) s of fuzzing)"
+	@echo "make test   install what is missing, build, run every test (+ $(FUZZ_SECONDS) s of fuzzing);"
+	@echo "            a test run stalled for TEST_STALL_SECONDS=$(TEST_STALL_SECONDS) or longer than TEST_LIMIT_SECONDS=$(TEST_LIMIT_SECONDS) is stopped"
 	@echo "make fuzz   fuzz the IMWire frame decoder (FUZZ_SECONDS=$(FUZZ_SECONDS))"
 
 ## Install the Debian packages we build and test against, if any is missing.
@@ -32,25 +40,36 @@ deps:
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+## The tests also need python3 (the test watchdog): Debian's, if there is none on PATH.
+test-deps: deps
+	@command -v python3 >/dev/null || { \
+	  echo "installing: python3"; \
+	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends python3; \
+	}
+
 build: deps
 	$(SWIFT) build
 
 release: deps
 	$(SWIFT) build -c release
 
-## Every test: a bounded fuzzing run of the frame decoder, then unit tests, the protocol's
-## test vectors, and integration tests against real mosquitto brokers the tests start on
-## free ports (the test summary is the last thing printed).
-test: deps
+## Every test: the test watchdog's own tests (silent unless they fail), a bounded fuzzing run
+## of the frame decoder, then unit tests, the protocol's test vectors, and integration tests
+## against real mosquitto brokers the tests start on free ports, under the test watchdog (the
+## test summary is the last thing printed).
+test: test-deps
+	@out=$$(python3 -B -m unittest discover -s scripts -p 'test_*.py' 2>&1) || { \
+	  printf '%s\n' "$$out"; echo "error: the test watchdog's own tests failed (scripts/test_watchdog.py)"; exit 1; }
 	@if [ "$(FUZZ_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SECONDS); fi
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(WATCHDOG) $(SWIFT) test --skip-build
 
-unit-test: deps
-	$(SWIFT) test --filter '^(MosquittoTests|IMWireTests|IMGatewayTests|IMClientTests|FaultProxyTests)\.'
+unit-test: test-deps
+	$(WATCHDOG) $(SWIFT) test --filter '^(MosquittoTests|IMWireTests|IMGatewayTests|IMClientTests|FaultProxyTests)\.'
 
-integration-test: deps
-	$(SWIFT) test --filter IntegrationTests
+integration-test: test-deps
+	$(WATCHDOG) $(SWIFT) test --filter IntegrationTests
 
 ## Benchmarks, release build (a few minutes; docs/PERFORMANCE.md explains the figures).
 bench: deps
