@@ -171,6 +171,7 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: [
                 "Mosquitto",
+                "CProcessShims",
                 "IMWire",
                 "IMGateway",
                 "IMClient",
