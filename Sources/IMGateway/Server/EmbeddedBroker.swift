@@ -57,9 +57,19 @@ public final class EmbeddedBroker: Service, Sendable {
         else { return }
         logger.notice("stopping a broker left behind by an earlier imgw", metadata: ["pid": "\(pid)"])
         kill(pid, SIGTERM)
-        for _ in 0..<100 where kill(pid, 0) == 0 {
+        for _ in 0..<100 where Self.isRunning(pid) {
             try? await Task.sleep(for: .milliseconds(50))
         }
+    }
+
+    /// Whether `pid` is a live process. A zombie is not: the orphaned broker's new parent
+    /// may never reap it (a container whose init does not), and it holds no port.
+    private static func isRunning(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")")
+        else { return false }
+        let state = stat[stat.index(after: close)...].drop(while: { $0 == " " }).first
+        return state != "Z" && state != "X"
     }
 
     /// Starts mosquitto and returns once it is running (or throws with what it said).

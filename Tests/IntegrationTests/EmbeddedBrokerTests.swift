@@ -1,0 +1,145 @@
+import Foundation
+import IMGateway
+import IMWire
+import Mosquitto
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// imgw with its embedded mosquitto, as `make run` starts it: the broker imgw restarts must
+/// not inherit imgw's sockets (its device port, its MQTT clients' sockets), or the broker
+/// keeps the device port bound after imgw is gone and never sees imgw close a client socket.
+@Suite("imgw with its embedded broker", .timeLimit(.minutes(2)))
+struct EmbeddedBrokerTests {
+    static let keepalive = 10
+
+    @Test("kill -9 of the embedded broker: the restarted one shares no socket with imgw and a drop goes offline at once; kill -9 of imgw: a new one serves on the same ports within 5 s")
+    func brokerThenGatewayKilled() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-embedded-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let setup = EmbeddedGateway.Setup(directory: directory, tlvPort: freePort(), brokerPort: freePort(), metricsPort: freePort())
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+
+        let gateway = try await EmbeddedGateway.start(setup)
+        let firstBroker = try #require(setup.brokerPID(), "the embedded broker's pid file")
+        let early = try await TestDevice.connect(port: setup.tlvPort)
+        try await early.login(token: try await minter.mint(user: "una"), device: "phone")
+
+        // The broker dies; imgw starts another one.
+        kill(firstBroker, SIGKILL)
+        try await gateway.waitFor("embedded broker up", "the restarted broker")
+        let broker = try #require(setup.brokerPID())
+        #expect(broker != firstBroker)
+        let gatewaySockets = ProcessDescriptors.socketInodes(of: gateway.process.pid)
+        let brokerSockets = ProcessDescriptors.socketInodes(of: broker)
+        #expect(!gatewaySockets.isEmpty && !brokerSockets.isEmpty)
+        #expect(gatewaySockets.isDisjoint(with: brokerSockets), "sockets shared by imgw and the restarted broker: \(gatewaySockets.intersection(brokerSockets))")
+
+        // A device that drops goes offline at once (the broker sees imgw close its socket).
+        var watcherConfiguration = MosquittoClient.Configuration(clientID: "watch-\(UInt32.random(in: 0...UInt32.max))", host: "127.0.0.1", port: setup.brokerPort)
+        watcherConfiguration.connectTimeout = 5
+        let watcher = MosquittoClient(configuration: watcherConfiguration)
+        let presence = try await connected(watcher)
+        try await watcher.subscribe("im/u/una/presence/tablet", qos: .atLeastOnce)
+        let device = try await TestDevice.connect(port: setup.tlvPort)
+        try await device.login(token: try await minter.mint(user: "una"), device: "tablet")
+        #expect(try await presence.next(within: 10, "una online").payloadString.contains(#""online""#))
+        await device.drop()
+        let offline = try await presence.next(within: Double(Self.keepalive), "una offline within the keepalive")
+        #expect(offline.payloadString.contains(#""offline""#))
+        await watcher.close()
+        await early.drop()
+
+        // imgw dies (its broker lives on); a new imgw takes the same ports.
+        let killed = ContinuousClock.now
+        await gateway.kill9()
+        let next = try await EmbeddedGateway.start(setup)
+        let again = try await TestDevice.connect(port: setup.tlvPort)
+        try await again.login(token: try await minter.mint(user: "una"), device: "phone")
+        let took = ContinuousClock.now - killed
+        #expect(took < .seconds(5), "a new imgw served a login \(took) after kill -9")
+        #expect(setup.brokerPID() != broker, "the new imgw runs a broker of its own on the same port")
+
+        await again.drop()
+        await next.stop()
+    }
+}
+
+/// An imgw process with its embedded broker, its output as lines.
+final class EmbeddedGateway: Sendable {
+    struct Setup: Sendable {
+        var directory: URL
+        var tlvPort: Int
+        var brokerPort: Int
+        var metricsPort: Int
+
+        var dataDirectory: String { directory.appendingPathComponent("broker").path }
+
+        /// The pid in the broker's pid file.
+        func brokerPID() -> pid_t? {
+            (try? String(contentsOfFile: dataDirectory + "/mosquitto.pid", encoding: .utf8))
+                .flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        }
+    }
+
+    let process: ChildProcess
+    let lines: Collector<String>
+
+    private init(process: ChildProcess, lines: Collector<String>) {
+        self.process = process
+        self.lines = lines
+    }
+
+    /// Starts imgw and returns once it listens (its broker is up by then).
+    static func start(_ setup: Setup) async throws -> EmbeddedGateway {
+        let config = setup.directory.appendingPathComponent("imgw.yaml")
+        try """
+            auth:
+              jwt_secret: \(IMGWProcess.secret)
+            broker:
+              keepalive: \(EmbeddedBrokerTests.keepalive)
+            embedded_broker:
+              port: \(setup.brokerPort)
+              data_dir: \(setup.dataDirectory)
+            metrics:
+              port: \(setup.metricsPort)
+            log_level: info
+            """.write(to: config, atomically: true, encoding: .utf8)
+        let process = try ChildProcess(
+            executable: IMGWProcess.executable,
+            arguments: ["serve", "--config", config.path, "--listen", "127.0.0.1:\(setup.tlvPort)"])
+        let (stream, sink) = AsyncStream.makeStream(of: String.self)
+        _ = await process.follow(until: nil, within: .zero) { line in sink.yield(line) }
+        let gateway = EmbeddedGateway(process: process, lines: Collector(stream))
+        do {
+            try await gateway.waitFor("listening", "imgw listening")
+        } catch {
+            await gateway.kill9()
+            throw error
+        }
+        return gateway
+    }
+
+    /// Waits for a line of its output that contains `marker`.
+    func waitFor(_ marker: String, _ what: String, within seconds: Double = 15) async throws {
+        while try await !lines.next(within: seconds, what).contains(marker) {}
+    }
+
+    func kill9() async {
+        process.signal(SIGKILL)
+        await process.waitForExit()
+    }
+
+    /// SIGTERM (imgw stops its broker too) and wait.
+    func stop() async {
+        process.signal(SIGTERM)
+        await process.waitForExit()
+    }
+
+    deinit {
+        process.signal(SIGKILL)
+    }
+}
