@@ -116,6 +116,28 @@ struct SessionEndingTests {
         await broker.stop()
     }
 
+    @Test("SIGTERM with devices connected that have not logged in (one silent, one after HELLO): they are told, imgw exits within 5 s")
+    func sigtermBeforeLogin() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker)
+        let silent = try await TestDevice.connect(port: gateway.port)
+        let greeting = try await TestDevice.connect(port: gateway.port)
+        try await greeting.send(.hello(Hello(features: [.zlib])))
+        _ = try await greeting.next(within: 10, "HELLO_OK")
+
+        let took = await gateway.stop(within: .seconds(10))
+        #expect(took != nil && took! < .seconds(5), "imgw exits within 5 s of SIGTERM (took \(took.map { "\($0)" } ?? "over 10 s"); the login timeout is 10 s)")
+        for device in [silent, greeting] {
+            // Not logged in: an ERROR, not a KICK (PROTOCOL.md 6.9 and 7).
+            var told = false
+            while let frame = try? await device.frames.next(within: 5, "the shutdown notice") {
+                if case .error(let notice)? = try? IMMessage(frame: frame) { told = notice.code == .serverShuttingDown }
+            }
+            #expect(told, "ERROR SERVER_SHUTTING_DOWN before the close")
+        }
+        await broker.stop()
+    }
+
     /// Has `rita` receive one message of the kind `held` says, and returns its id (chat)
     /// or payload (pub/sub), unACKed.
     private func hold(_ held: Held, for rita: TestDevice, gateway: IMGWProcess, broker: TestBroker, minter: TokenMinter) async throws -> String {

@@ -176,6 +176,15 @@ final class DeviceConnection: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent {
+            // Graceful shutdown, whether or not the device has logged in.
+            _ = leave(.shutdown)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let error = error as? IMWireError, error.isFatal {
             closeOnMalformedFrame(error)

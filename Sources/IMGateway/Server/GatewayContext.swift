@@ -91,18 +91,6 @@ actor SessionRegistry {
         return id
     }
 
-    /// Graceful shutdown: every logged-in connection leaves (KICK "shutting down", MQTT
-    /// session ended with its will), concurrently.
-    func shutdownAll() async {
-        let entries = Array(sessions.values)
-        sessions.removeAll()
-        await withTaskGroup(of: Void.self) { group in
-            for entry in entries {
-                group.addTask { await entry.leave(.shutdown) }
-            }
-        }
-    }
-
     /// Forgets a registration (if still current).
     func unregister(user: String, device: String, id: UInt64) {
         let key = user + "/" + device

@@ -2,6 +2,7 @@ import IMWire
 import Logging
 import Mosquitto
 import NIOCore
+import NIOExtras
 import NIOPosix
 import NIOSSL
 import ServiceLifecycle
@@ -15,6 +16,7 @@ public final class GatewayServer: Service, Sendable {
     /// The Prometheus endpoint, unless `metrics.enabled` is false.
     public let metrics: MetricsServer?
     private let serverChannel: any Channel
+    private let quiesce: ServerQuiescingHelper
     private let context: GatewayContext
 
     /// Binds the listener. Nothing is accepted until `run()`.
@@ -28,7 +30,15 @@ public final class GatewayServer: Service, Sendable {
         let context = GatewayContext(configuration: configuration, broker: broker, mqttLoop: mqttLoop, logger: logger)
         let limits = configuration.limits
         let tls = try configuration.listen.tls.map { try Self.tlsContext($0) }
+        let quiesce = ServerQuiescingHelper(group: group)
         let channel = try await ServerBootstrap(group: group)
+            // Every accepted connection is known, so that shutdown reaches those that have
+            // not logged in (yet) too.
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: channel))
+                }
+            }
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -63,7 +73,7 @@ public final class GatewayServer: Service, Sendable {
         let metrics = configuration.metrics.enabled
             ? try await MetricsServer.bind(host: configuration.metrics.host, port: configuration.metrics.port, context: context, group: group)
             : nil
-        return GatewayServer(serverChannel: channel, context: context, metrics: metrics)
+        return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics)
     }
 
     /// The server side of TLS for device connections (`listen.tls`: PEM certificate chain
@@ -78,10 +88,12 @@ public final class GatewayServer: Service, Sendable {
 
     private init(
         serverChannel: any Channel,
+        quiesce: ServerQuiescingHelper,
         context: GatewayContext,
         metrics: MetricsServer?
     ) {
         self.serverChannel = serverChannel
+        self.quiesce = quiesce
         self.localAddress = serverChannel.localAddress!
         self.context = context
         self.metrics = metrics
@@ -113,13 +125,13 @@ public final class GatewayServer: Service, Sendable {
         }
     }
 
-    /// Graceful shutdown: no new connections; logged-in devices get KICK
-    /// SERVER_SHUTTING_DOWN and their MQTT sessions end with their wills. ``run()`` returns
-    /// once the last connection has finished.
+    /// Graceful shutdown: no new connections; every connection gets KICK
+    /// SERVER_SHUTTING_DOWN (NIO's quiescing event) and is closed, and the MQTT sessions of
+    /// logged-in devices end with their wills. ``run()`` returns once the last connection
+    /// has finished.
     public func shutdown() {
         context.logger.info("shutting down: no new connections, sessions end with their wills")
-        serverChannel.close(promise: nil)
-        Task { await self.context.registry.shutdownAll() }
+        quiesce.initiateShutdown(promise: nil)
     }
 
     /// Closes the listener (connections being served go on until they end).
