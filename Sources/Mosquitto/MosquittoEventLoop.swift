@@ -38,6 +38,10 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     // @unchecked Sendable: `inbox` is a Mutex, `threadID` an Atomic, `epollFD`/`wakeFD`/
     // `connector` are immutable. Every other stored property is touched only on the loop
     // thread: by the loop itself or by jobs it runs (`assertOnLoop()` checks the callers).
+    // Once the loop thread has ended (`inbox.ended`, set under the lock as its last act),
+    // the jobs still submitted run on one drain thread at a time (`inbox.draining`, taken
+    // and released under the lock), which stores its id in `threadID` first: still one
+    // thread at a time, each after the previous one's last access through the lock.
 
     /// The process-wide loop, started on first use, never stopped.
     public static let shared = MosquittoEventLoop(name: "mosquitto-loop")
@@ -51,6 +55,12 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         var work: [Work] = []
         var wakePending = false
         var stopping = false
+        /// The loop thread has ended: work goes to a drain thread instead.
+        var ended = false
+        /// A drain thread is running (at most one: jobs stay serial).
+        var draining = false
+        /// Callers of ``waitForStop()``.
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let inbox = Mutex(Inbox())
@@ -131,24 +141,71 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     }
 
     private func submit(_ work: Work) {
-        let wake = inbox.withLock { inbox -> Bool in
+        enum Next { case nothing, wake, drain }
+        let next = inbox.withLock { inbox -> Next in
             inbox.work.append(work)
-            if inbox.wakePending { return false }
+            if inbox.ended {
+                if inbox.draining { return .nothing }
+                inbox.draining = true
+                return .drain
+            }
+            if inbox.wakePending { return .nothing }
             inbox.wakePending = true
-            return true
+            return .wake
         }
-        if wake && !inLoop {
-            var one: UInt64 = 1
-            _ = Glibc.write(wakeFD, &one, 8)
+        switch next {
+        case .nothing:
+            break
+        case .wake:
+            if !inLoop {
+                var one: UInt64 = 1
+                _ = Glibc.write(wakeFD, &one, 8)
+            }
+        case .drain:
+            startPosixThread(name: "mosquitto-drain") { [self] in
+                threadID.store(UInt(pthread_self()), ordering: .releasing)
+                drain()
+            }
+        }
+    }
+
+    /// After the loop thread ended: runs the work submitted since, then returns once none
+    /// is left. A client whose loop was shut down can still be called (its methods are
+    /// jobs on this executor); they find it closed instead of waiting forever.
+    private func drain() {
+        while true {
+            let batch = inbox.withLock { inbox -> [Work] in
+                if inbox.work.isEmpty {
+                    inbox.draining = false
+                    return []
+                }
+                defer { inbox.work.removeAll(keepingCapacity: true) }
+                return inbox.work
+            }
+            if batch.isEmpty { return }
+            perform(batch)
         }
     }
 
     /// Stops the loop thread once the clients registered on it are closed. The shared
-    /// loop is never stopped.
+    /// loop is never stopped. Its clients can still be called afterwards (a closed client
+    /// answers at once, as closed); connecting one fails with `.invalidState`.
     public func shutdown() {
         inbox.withLock { $0.stopping = true }
         var one: UInt64 = 1
         _ = Glibc.write(wakeFD, &one, 8)
+    }
+
+    /// Returns once the loop thread has ended (after ``shutdown()``, once its clients are
+    /// closed).
+    public func waitForStop() async {
+        await withCheckedContinuation { continuation in
+            let ended = inbox.withLock { inbox in
+                if !inbox.ended { inbox.stopWaiters.append(continuation) }
+                return inbox.ended
+            }
+            if ended { continuation.resume() }
+        }
     }
 
     // MARK: The loop
@@ -187,8 +244,31 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
                 nextTick = monotonicNanoseconds() + Self.tickNanoseconds
             }
         }
+        // Work submitted from now on is run by a drain thread; what came before is run
+        // here. (The descriptors stay open until deinit: a submit may still be writing to
+        // wakeFD.)
+        let (leftover, waiters) = inbox.withLock { inbox in
+            inbox.ended = true
+            inbox.draining = !inbox.work.isEmpty
+            defer { inbox.stopWaiters = [] }
+            return (inbox.draining, inbox.stopWaiters)
+        }
+        for waiter in waiters { waiter.resume() }
+        if leftover { drain() }
+    }
+
+    deinit {
         close(epollFD)
         close(wakeFD)
+    }
+
+    private func perform(_ batch: [Work]) {
+        for work in batch {
+            switch work {
+            case .job(let job): job.runSynchronously(on: asUnownedSerialExecutor())
+            case .closure(let body): body()
+            }
+        }
     }
 
     private func runWork() {
@@ -200,12 +280,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
                 return inbox.work
             }
             if batch.isEmpty { return }
-            for work in batch {
-                switch work {
-                case .job(let job): job.runSynchronously(on: asUnownedSerialExecutor())
-                case .closure(let body): body()
-                }
-            }
+            perform(batch)
         }
     }
 
@@ -429,6 +504,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         clientID: String, cleanStart: Bool, client: MosquittoClient
     ) throws(MosquittoError) -> ClientIO {
         assertOnLoop()
+        guard !stopped else { throw .invalidState("its event loop was shut down") }
         let userdata = Unmanaged.passUnretained(client).toOpaque()
         let (handle, pair) = try SocketPairs.create { mosquitto_new(clientID, cleanStart, userdata) }
         guard let mosq = handle else {
