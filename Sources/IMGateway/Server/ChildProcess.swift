@@ -91,20 +91,26 @@ public final class ChildProcess: Sendable {
             if !pending.isEmpty { sink.yield(String(decoding: pending, as: UTF8.self)) }
             sink.finish()
             close(readFD)
-            var status: Int32 = 0
-            while waitpid(childPID, &status, 0) < 0 && errno == EINTR {}
-            let waiters = exit.value.withLock { state in
+            // Wait for the exit without reaping, then reap under the lock that signal()
+            // takes: a signal can never reach a pid that was reaped and reused.
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(childPID), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+            let (status, waiters) = exit.value.withLock { state in
+                var status: Int32 = 0
+                while waitpid(childPID, &status, 0) < 0 && errno == EINTR {}
                 state.status = status
                 defer { state.waiters = [] }
-                return state.waiters
+                return (status, state.waiters)
             }
             for waiter in waiters { waiter.resume(returning: status) }
         }
     }
 
-    /// Sends a signal (SIGTERM by default).
+    /// Sends a signal (SIGTERM by default); does nothing once the child has been reaped.
     public func signal(_ signal: Int32 = SIGTERM) {
-        kill(pid, signal)
+        exit.value.withLock { state in
+            if state.status == nil { kill(pid, signal) }
+        }
     }
 
     /// Whether the child has been reaped.
