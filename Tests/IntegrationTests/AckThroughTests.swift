@@ -4,7 +4,7 @@ import Testing
 /// "Ack-through": holding a client's writes keeps the PUBACK of a received QoS 1
 /// message from leaving, so the broker still owns the message if the process dies
 /// before the application is done with it (../shared/notes/libmosquitto.md).
-@Suite("Manual acknowledgement (ack-through)", .timeLimit(.minutes(3)))
+@Suite("Manual acknowledgement (ack-through)", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct AckThroughTests {
     private func persistent(_ broker: TestBroker, _ id: String, _ acknowledgement: MosquittoClient.Acknowledgement) -> MosquittoClient {
         makeClient(broker, id: id) {

@@ -6,7 +6,7 @@ import Testing
 
 /// IMClient's reliability against real imgw processes and a real mosquitto: gateway restarts
 /// under a stream of messages, and a connection that silently stops forwarding.
-@Suite("IMClient reliability: restarts and dead connections", .timeLimit(.minutes(3)))
+@Suite("IMClient reliability: restarts and dead connections", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct ClientReliabilityTests {
     @Test("imgw restarted twice (SIGTERM, then kill -9) under a stream of messages: every one arrives once, none surfaced twice")
     func gatewayRestartedUnderStream() async throws {
@@ -72,11 +72,12 @@ struct ClientReliabilityTests {
         let broker = try await TestBroker.start()
         let gateway = try await IMGWProcess.start(broker: broker)
         let proxy = try await FaultProxy.start(upstreamPort: gateway.port)
+        TestResources.track { await proxy.stop() }
         var configuration = try await Self.configuration("alice", port: proxy.port)
         configuration.heartbeat = AdaptiveHeartbeat.Configuration(
             minInterval: .milliseconds(500), maxInterval: .seconds(1),
             minAckTimeout: .milliseconds(500), maxAckTimeout: .seconds(1))
-        let alice = try await IMClient.connect(configuration)
+        let alice = try await tracked(IMClient.connect(configuration))
         let bob = try await Self.client("bob", port: gateway.port)
         let aliceEvents = Collector(alice.events)
         let bobReceived = ReceivedMessages(bob.events)
@@ -166,7 +167,7 @@ struct ClientReliabilityTests {
     }
 
     static func client(_ user: String, port: Int) async throws -> IMClient {
-        try await IMClient.connect(configuration(user, port: port))
+        try await tracked(IMClient.connect(configuration(user, port: port)))
     }
 }
 

@@ -12,7 +12,7 @@ import Glibc
 /// socket closed while another process holds a copy stays registered and keeps reporting
 /// (epoll(7)). The loop must never spin on such a registration, and imgw must hand none of
 /// its sockets to a child.
-@Suite("Descriptors: no leaks into children, no spinning loop", .timeLimit(.minutes(2)))
+@Suite("Descriptors: no leaks into children, no spinning loop", .stopsWhatItStarts, .timeLimit(.minutes(2)))
 struct DescriptorHygieneTests {
     /// The loop thread's CPU over this window must stay under 5% of a core.
     static let window: Duration = .seconds(2)

@@ -11,7 +11,7 @@ import Glibc
 /// imgw with its embedded mosquitto, as `make run` starts it: the broker imgw restarts must
 /// not inherit imgw's sockets (its device port, its MQTT clients' sockets), or the broker
 /// keeps the device port bound after imgw is gone and never sees imgw close a client socket.
-@Suite("imgw with its embedded broker", .timeLimit(.minutes(2)))
+@Suite("imgw with its embedded broker", .stopsWhatItStarts, .timeLimit(.minutes(2)))
 struct EmbeddedBrokerTests {
     static let keepalive = 10
 
@@ -41,7 +41,7 @@ struct EmbeddedBrokerTests {
         // A device that drops goes offline at once (the broker sees imgw close its socket).
         var watcherConfiguration = MosquittoClient.Configuration(clientID: "watch-\(UInt32.random(in: 0...UInt32.max))", host: "127.0.0.1", port: setup.brokerPort)
         watcherConfiguration.connectTimeout = 5
-        let watcher = MosquittoClient(configuration: watcherConfiguration)
+        let watcher = makeClient(configuration: watcherConfiguration)
         let presence = try await connected(watcher)
         try await watcher.subscribe("im/u/una/presence/tablet", qos: .atLeastOnce)
         let device = try await TestDevice.connect(port: setup.tlvPort)
@@ -83,6 +83,15 @@ final class EmbeddedGateway: Sendable {
             (try? String(contentsOfFile: dataDirectory + "/mosquitto.pid", encoding: .utf8))
                 .flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         }
+
+        /// Kills the broker in the pid file if it is running and is this setup's.
+        func killBroker() {
+            guard let pid = brokerPID(),
+                  let cmdline = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8),
+                  cmdline.contains(dataDirectory)
+            else { return }
+            kill(pid, SIGKILL)
+        }
     }
 
     let process: ChildProcess
@@ -108,12 +117,16 @@ final class EmbeddedGateway: Sendable {
               port: \(setup.metricsPort)
             log_level: info
             """.write(to: config, atomically: true, encoding: .utf8)
-        let process = try ChildProcess(
-            executable: IMGWProcess.executable,
-            arguments: ["serve", "--config", config.path, "--listen", "127.0.0.1:\(setup.tlvPort)"])
+        let process = try spawn(
+            IMGWProcess.executable,
+            ["serve", "--config", config.path, "--listen", "127.0.0.1:\(setup.tlvPort)"])
         let (stream, sink) = AsyncStream.makeStream(of: String.self)
         _ = await process.follow(until: nil, within: .zero) { line in sink.yield(line) }
         let gateway = EmbeddedGateway(process: process, lines: Collector(stream))
+        TestResources.track {
+            await gateway.stop()
+            setup.killBroker()  // one a killed imgw left behind
+        }
         do {
             try await gateway.waitFor("listening", "imgw listening")
         } catch {

@@ -6,7 +6,7 @@ import Testing
 
 /// The imgw binary as operators run it: killed with -9 under load, two of them on one
 /// broker.
-@Suite("imgw processes", .timeLimit(.minutes(3)))
+@Suite("imgw processes", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct GatewayProcessTests {
     @Test("kill -9 of imgw while 300 messages flow: every message the sender saw ACKed reaches the recipient; wills fire")
     func killUnderLoad() async throws {
@@ -222,15 +222,17 @@ final class IMGWProcess: Sendable {
               port: \(metricsPort)
             log_level: info
             """.write(to: config, atomically: true, encoding: .utf8)
-        let process = try ChildProcess(
-            executable: executable,
-            arguments: ["serve", "--config", config.path, "--broker", "mqtt://127.0.0.1:\(broker.port)", "--listen", "127.0.0.1:\(port)"])
+        let process = try spawn(
+            executable,
+            ["serve", "--config", config.path, "--broker", "mqtt://127.0.0.1:\(broker.port)", "--listen", "127.0.0.1:\(port)"])
         let output = LogBuffer()
         guard await awaitOutput(of: process, containing: "listening", into: output) else {
             process.signal(SIGKILL)
             throw TestError("imgw did not start: \(output.text.withLock { $0 })")
         }
-        return IMGWProcess(port: port, metricsPort: metricsPort, process: process, output: output)
+        let gateway = IMGWProcess(port: port, metricsPort: metricsPort, process: process, output: output)
+        TestResources.track { _ = await gateway.stop(within: .seconds(10)) }
+        return gateway
     }
 
     private init(port: Int, metricsPort: Int, process: ChildProcess, output: LogBuffer) {

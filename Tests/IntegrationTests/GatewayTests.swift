@@ -7,7 +7,7 @@ import NIOCore
 import Testing
 
 /// imgw's server in-process, against a real mosquitto, with TLV test devices.
-@Suite("Gateway: chat and presence through a real broker", .timeLimit(.minutes(3)))
+@Suite("Gateway: chat and presence through a real broker", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct GatewayTests {
     @Test("alice and bob chat; the message is readable on MQTT")
     func chat() async throws {
@@ -534,7 +534,9 @@ final class TestGateway: Sendable {
         let server = try await GatewayServer.bind(
             configuration: configuration, broker: BrokerEndpoint(host: "127.0.0.1", port: broker.port), logger: logger)
         let task = Task { try await server.run() }
-        return TestGateway(broker: broker, server: server, minter: TokenMinter(secret: secret), task: task)
+        let gateway = TestGateway(broker: broker, server: server, minter: TokenMinter(secret: secret), task: task)
+        TestResources.track { await gateway.stop() }
+        return gateway
     }
 
     /// A device connected and logged in as `user`.
@@ -579,9 +581,9 @@ final class MQTTWatcher: Sendable {
     }
 
     static func start(_ broker: TestBroker, topic: String) async throws -> MQTTWatcher {
-        let process = try ChildProcess(
-            executable: "/usr/bin/mosquitto_sub",
-            arguments: ["-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-V", "5", "-t", topic])
+        let process = try spawn(
+            "/usr/bin/mosquitto_sub",
+            ["-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-V", "5", "-t", topic])
         let lines = Collector(process.lines)
         // mosquitto_sub has subscribed once it prints a retained marker under the filter.
         let markerTopic = topic.replacingOccurrences(of: "#", with: "x-watch-marker")

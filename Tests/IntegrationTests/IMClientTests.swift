@@ -6,7 +6,7 @@ import Mosquitto
 import Testing
 
 /// IMClient and imcli against imgw's server in-process, on a real mosquitto.
-@Suite("IMClient: chat through a gateway", .timeLimit(.minutes(3)))
+@Suite("IMClient: chat through a gateway", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct IMClientIntegrationTests {
     @Test("alice and bob chat both ways; a read receipt reaches alice")
     func chat() async throws {
@@ -133,8 +133,8 @@ struct IMClientIntegrationTests {
     func cliSendAndListen() async throws {
         let gateway = try await TestGateway.start()
         let port = "\(gateway.port)"
-        let listen = try ChildProcess(
-            executable: Self.imcli, arguments: ["listen", "--token", try await gateway.minter.mint(user: "bob"), "--port", port])
+        let listen = try spawn(
+            Self.imcli, ["listen", "--token", try await gateway.minter.mint(user: "bob"), "--port", port])
         defer { Self.kill(listen) }
         let lines = Collector(listen.lines)
         var line = ""
@@ -176,7 +176,7 @@ struct IMClientIntegrationTests {
         defer { try? FileManager.default.removeItem(at: config) }
         let minted = try await Self.runCLI(["token", "frank", "--config", config.path])
         #expect(minted.status == 0, "\(minted.output)")
-        let client = try await IMClient.connect(.init(port: gateway.port, token: minted.output.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let client = try await tracked(IMClient.connect(.init(port: gateway.port, token: minted.output.trimmingCharacters(in: .whitespacesAndNewlines))))
         #expect(client.session.userID == "frank")
         await client.close()
 
@@ -194,7 +194,7 @@ struct IMClientIntegrationTests {
 
     /// Runs imcli to its exit: exit code and output (stdout and stderr).
     static func runCLI(_ arguments: [String]) async throws -> (status: Int32, output: String) {
-        let process = try ChildProcess(executable: imcli, arguments: arguments)
+        let process = try spawn(imcli, arguments)
         var output = ""
         for await line in process.lines { output += line + "\n" }
         return (exitCode(await process.waitForExit()), output)
@@ -391,13 +391,13 @@ struct IMClientIntegrationTests {
 
     /// A running imcli and its output lines (stdout and stderr).
     static func startCLI(_ arguments: [String]) throws -> (process: ChildProcess, lines: Collector<String>) {
-        let process = try ChildProcess(executable: imcli, arguments: arguments)
+        let process = try spawn(imcli, arguments)
         return (process, Collector(process.lines))
     }
 
     /// Runs a shell command line to its exit (for imcli reading a pipe): exit code and output.
     static func runShell(_ command: String) async throws -> (status: Int32, output: String) {
-        let process = try ChildProcess(executable: "/bin/sh", arguments: ["-c", command])
+        let process = try spawn("/bin/sh", ["-c", command])
         var output = ""
         for await line in process.lines { output += line + "\n" }
         return (exitCode(await process.waitForExit()), output)
@@ -425,7 +425,7 @@ struct IMClientIntegrationTests {
 extension TestGateway {
     /// An IMClient logged in as `user` on `device`.
     func client(_ user: String, device: String) async throws -> IMClient {
-        try await IMClient.connect(.init(port: port, token: try await minter.mint(user: user), deviceID: device))
+        try await tracked(IMClient.connect(.init(port: port, token: try await minter.mint(user: user), deviceID: device)))
     }
 }
 

@@ -9,7 +9,7 @@ import Glibc
 /// The callback API of `MosquittoClient`, for event-driven callers that must not suspend:
 /// `perform(_:)`, `deliverMessages(to:)`, `reportEvents(to:)` and
 /// `startPublish(topic:payload:qos:retain:properties:completion:)`, against a real mosquitto.
-@Suite("MosquittoClient callbacks against a real broker", .timeLimit(.minutes(3)))
+@Suite("MosquittoClient callbacks against a real broker", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct MosquittoCallbackTests {
     /// What a completion was called with, tagged with the publish it belongs to.
     typealias Outcome = (tag: String, result: Result<Void, MosquittoError>, onLoop: Bool)

@@ -3,7 +3,7 @@ import Mosquitto
 import Testing
 
 /// The Swift wrapper against a real mosquitto started per test.
-@Suite("Mosquitto client against a real broker", .timeLimit(.minutes(3)))
+@Suite("Mosquitto client against a real broker", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct MosquittoClientTests {
     @Test("round trip keeps payload and v5 properties", arguments: QoS.allCases)
     func roundTrip(qos: QoS) async throws {
@@ -259,11 +259,36 @@ struct MosquittoClientTests {
         let port = freePort()
         var configuration = MosquittoClient.Configuration(clientID: "nobody", host: "127.0.0.1", port: port)
         configuration.connectTimeout = 5
-        let client = MosquittoClient(configuration: configuration)
+        let client = makeClient(configuration: configuration)
         let error = await #expect(throws: MosquittoError.self) { try await client.connect() }
         #expect(error.map { "\($0)" }?.isEmpty == false)
         #expect(await client.state == .disconnected)
         await client.close()
+    }
+
+    @Test("a client whose loop was shut down still answers: close and state return at once, connect fails with a clear error")
+    func loopShutDown() async throws {
+        let broker = try await TestBroker.start()
+        let loop = MosquittoEventLoop(name: "ending-loop")
+        let used = makeClient(broker, loop: loop)
+        try await used.connect()
+        let unused = makeClient(broker, loop: loop)
+        loop.shutdown()
+        // The loop runs until its last connected client is closed.
+        #expect(await used.state == .connected)
+        await used.close()
+        await loop.waitForStop()
+        // Jobs on a client of a stopped loop still run (they used to wait forever).
+        await used.close()
+        #expect(await used.state == .closed)
+        #expect(await unused.state == .idle)
+        let error = await #expect(throws: MosquittoError.self) { try await unused.connect() }
+        #expect(error == .invalidState("its event loop was shut down"), "\(String(describing: error))")
+        await #expect(throws: MosquittoError.notConnected) {
+            try await unused.publish(topic: "t", string: "x", qos: .atLeastOnce)
+        }
+        await unused.close()
+        #expect(await unused.state == .closed)
     }
 
     @Test("session takeover: the old connection learns at once that it lost the session")

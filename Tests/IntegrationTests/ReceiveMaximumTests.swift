@@ -11,7 +11,7 @@ import Testing
 /// hits it (the quota is given back as the PUBACK is queued); QoS 2 does (the quota
 /// comes back only with PUBREL), so a QoS 2 subscriber with a backlog at the broker got
 /// disconnected with MOSQ_ERR_PROTOCOL.
-@Suite("Receive maximum overrun by the broker", .timeLimit(.minutes(3)))
+@Suite("Receive maximum overrun by the broker", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct ReceiveMaximumTests {
     /// Deterministic: the broker holds 3 windows for an offline session and sends the
     /// first window on reconnect. Every packet below is ordered by TCP: the client's

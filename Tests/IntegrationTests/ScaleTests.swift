@@ -4,7 +4,7 @@ import Testing
 
 /// Thousands of clients on one loop thread (../shared/notes/libmosquitto.md: select-based
 /// loops fail past descriptor 1024; undrained socketpairs leak kernel memory).
-@Suite("Many clients on one event loop", .timeLimit(.minutes(3)))
+@Suite("Many clients on one event loop", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct ScaleTests {
     static let clientCount = Int(ProcessInfo.processInfo.environment["IMGW_SCALE_CLIENTS"] ?? "") ?? 2_000
 

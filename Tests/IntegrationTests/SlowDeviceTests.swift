@@ -5,7 +5,7 @@ import Mosquitto
 import NIOCore
 import Testing
 
-@Suite("A device that stops reading")
+@Suite("A device that stops reading", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct SlowDeviceTests {
     @Test("QoS 0 pub/sub for a device that does not read is capped (oldest dropped), the newest arrives once it reads again")
     func qos0IsCappedForANonReader() async throws {

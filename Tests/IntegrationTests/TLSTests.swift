@@ -3,7 +3,7 @@ import Mosquitto
 import Testing
 
 /// TLS to a mosquitto TLS listener, with a CA and certificates made by the test.
-@Suite("Mosquitto client over TLS", .timeLimit(.minutes(3)))
+@Suite("Mosquitto client over TLS", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct TLSTests {
     /// A throwaway PKI: a CA, a server certificate for localhost/127.0.0.1, a client
     /// certificate, and an unrelated CA.

@@ -1,3 +1,4 @@
+import IMClient
 import Mosquitto
 
 /// A client for `broker` with a unique id (unless given) and test-friendly settings.
@@ -10,7 +11,20 @@ func makeClient(
     configuration.keepalive = 10
     configuration.connectTimeout = 5
     configure(&configuration)
-    return MosquittoClient(configuration: configuration, loop: loop)
+    return makeClient(configuration: configuration, loop: loop)
+}
+
+/// A client with `configuration` that the running test closes when it ends.
+func makeClient(configuration: MosquittoClient.Configuration, loop: MosquittoEventLoop = .shared) -> MosquittoClient {
+    let client = MosquittoClient(configuration: configuration, loop: loop)
+    TestResources.track { await client.close() }
+    return client
+}
+
+/// `client`, closed by the running test when it ends.
+func tracked(_ client: IMClient) -> IMClient {
+    TestResources.track { await client.close() }
+    return client
 }
 
 /// Connects `client` and collects its messages.

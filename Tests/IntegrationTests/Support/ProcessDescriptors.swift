@@ -3,6 +3,7 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
+import Synchronization
 #endif
 
 /// What /proc says about a process's descriptors and threads.
@@ -70,6 +71,7 @@ enum ProcessDescriptors {
 /// descriptor 3, and nothing else of ours: what a child that inherited a socket looks like.
 final class DescriptorHolder: Sendable {
     let pid: pid_t
+    private let stopped = Atomic(false)
 
     init(holding fd: Int32) throws {
         var actions = posix_spawn_file_actions_t()
@@ -91,10 +93,12 @@ final class DescriptorHolder: Sendable {
         let rc = posix_spawn(&pid, "/bin/sleep", &actions, &attributes, argv, environ)
         guard rc == 0 else { throw TestError("posix_spawn: \(rc)") }
         self.pid = pid
+        TestResources.track { [self] in stop() }
     }
 
-    /// Kills and reaps the child.
+    /// Kills and reaps the child (once; later calls do nothing).
     func stop() {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
         kill(pid, SIGKILL)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}

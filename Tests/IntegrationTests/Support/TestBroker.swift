@@ -11,7 +11,7 @@ import Glibc
 final class TestBroker: Sendable {
     let port: Int
     let directory: URL
-    private let process: ChildProcess
+    let process: ChildProcess
     private let log: LogBuffer
 
     struct Options: Sendable {
@@ -84,14 +84,16 @@ final class TestBroker: Sendable {
 
         // ChildProcess, not Foundation's Process: the child gets a clean signal mask, so
         // SIGTERM stops it (mosquitto then saves its persistence).
-        let process = try ChildProcess(executable: "/usr/sbin/mosquitto", arguments: ["-c", config.path])
+        let process = try spawn("/usr/sbin/mosquitto", ["-c", config.path])
         let log = LogBuffer()
         let started = await awaitOutput(of: process, containing: " running", into: log)
         guard started, !process.hasExited else {
             process.signal(SIGKILL)
             throw TestError("mosquitto did not start on port \(port): \(log.text.withLock { $0 })")
         }
-        return TestBroker(port: port, directory: directory, process: process, log: log)
+        let broker = TestBroker(port: port, directory: directory, process: process, log: log)
+        TestResources.track { await broker.kill9() }
+        return broker
     }
 
     private init(port: Int, directory: URL, process: ChildProcess, log: LogBuffer) {
@@ -146,34 +148,38 @@ struct TestError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A free TCP port on 127.0.0.1 (bound, read, released).
 /// Ports handed out in this process: never handed out twice, so a test that restarts a
 /// server on its port cannot find another test's server there.
 private let handedOutPorts = Mutex<Set<Int>>([])
 
+/// Where ports are handed out from: below the kernel's ephemeral range
+/// (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 by default), so that no outgoing
+/// connection (the scale test opens thousands) takes a port between the moment it is
+/// handed out and the moment a server binds it.
+private let portRange = 20_000..<32_768
+
 /// A TCP port on 127.0.0.1 that is free now and was not handed out before in this process.
 func freePort() -> Int {
     while true {
-        let port = anyFreePort()
+        let port = Int.random(in: portRange)
+        guard handedOutPorts.withLock({ !$0.contains(port) }), isFree(port) else { continue }
         if handedOutPorts.withLock({ $0.insert(port).inserted }) { return port }
     }
 }
 
-private func anyFreePort() -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+/// Whether a listening socket can bind 127.0.0.1:`port` now.
+private func isFree(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return false }
     defer { close(fd) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafePointer(to: &address) {
+    address.sin_port = UInt16(port).bigEndian
+    let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    return withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
-    }
-    _ = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
+    } == 0
 }
 
 /// Runs a program to completion (through `ChildProcess`: no descriptor of the test process
@@ -181,7 +187,7 @@ private func anyFreePort() -> Int {
 /// throws with the output if it fails.
 @discardableResult
 func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) async throws -> String {
-    let process = try ChildProcess(executable: executable, arguments: arguments, workingDirectory: directory?.path)
+    let process = try spawn(executable, arguments, in: directory)
     var lines: [String] = []
     for await line in process.lines { lines.append(line) }
     let output = lines.joined(separator: "\n")
@@ -190,6 +196,17 @@ func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) 
         throw TestError("\(executable) \(arguments.joined(separator: " ")) failed (wait status \(status)): \(output)")
     }
     return output
+}
+
+/// Starts a child process (see `ChildProcess`) that the running test kills, if it is
+/// still running, when the test ends.
+func spawn(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> ChildProcess {
+    let process = try ChildProcess(executable: executable, arguments: arguments, workingDirectory: directory?.path)
+    TestResources.track {
+        process.signal(SIGKILL)
+        await process.waitForExit()
+    }
+    return process
 }
 
 /// Collects what `process` prints into `log` (for as long as it runs) and waits, at most

@@ -47,7 +47,9 @@ final class TestDevice: Sendable {
         }
         var iterator = writers.makeAsyncIterator()
         guard let outbound = await iterator.next() else { throw TestError("connection to \(port) closed at once") }
-        return TestDevice(channel: async.channel, outbound: outbound, frames: Collector(stream))
+        let device = TestDevice(channel: async.channel, outbound: outbound, frames: Collector(stream))
+        TestResources.track { await device.drop() }
+        return device
     }
 
     private init(channel: any Channel, outbound: NIOAsyncChannelOutboundWriter<IMFrame>, frames: Collector<IMFrame>) {
