@@ -40,6 +40,9 @@ public final class EmbeddedBroker: Service, Sendable {
             "log_type notice",
             "log_type information",
             "connection_messages false",
+            // Latency: without it mosquitto's small writes (PUBACKs, deliveries) wait for
+            // Nagle's algorithm (docs/PERFORMANCE.md has the measurement).
+            "set_tcp_nodelay true",
         ]
         if geteuid() == 0 { lines.append("user root") }
         return lines.joined(separator: "\n") + "\n"
