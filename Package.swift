@@ -109,6 +109,7 @@ let package = Package(
         .executableTarget(
             name: "imbench",
             dependencies: [
+                "CMosquitto",
                 "IMGateway",
                 "IMClient",
                 "IMWire",

@@ -4,7 +4,9 @@ import ArgumentParser
 ///
 /// - `imbench wire`: the TLV codec alone (frames/s and MB/s, encode and decode).
 /// - `imbench chat`: chat pairs through `imgw` (TLV → gateway → broker → gateway → TLV),
-///   then the same workload straight through the broker (MQTT → broker → MQTT).
+///   then the same workload straight through the broker with raw libmosquitto (MQTT →
+///   broker → MQTT).
+/// - `imbench mqtt`: the `Mosquitto` wrapper's APIs against raw libmosquitto on that workload.
 /// - `imbench connect`: many users logged in at once: logins/s, memory, descriptors and
 ///   idle CPU of the gateway process.
 /// - `imbench weak`: chat through a fault-injecting proxy (latency, stalls, cuts): delivered
@@ -19,5 +21,5 @@ struct IMBench: AsyncParsableCommand {
         commandName: "imbench",
         abstract: "Benchmarks for the IM gateway: codec, chat throughput and latency, connections.",
         discussion: "Progress goes to stderr; each subcommand prints one JSON line with its results on stdout.",
-        subcommands: [WireCommand.self, ChatCommand.self, ConnectCommand.self, WeakCommand.self])
+        subcommands: [WireCommand.self, ChatCommand.self, MQTTCommand.self, ConnectCommand.self, WeakCommand.self])
 }

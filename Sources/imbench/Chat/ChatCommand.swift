@@ -94,7 +94,7 @@ struct ChatCommand: AsyncParsableCommand {
                 }
                 if paths != .gateway {
                     direct.append(
-                        try await DirectChatRun.run(
+                        try await RawDirectChatRun.run(
                             settings, broker: env.broker, brokerPID: env.brokerPID, runID: roundID,
                             receiveMaximum: GatewayConfiguration.defaults.limits.maxUnackedDeliveries,
                             title: "direct" + suffix))
@@ -133,13 +133,6 @@ struct ChatCommand: AsyncParsableCommand {
         return .double(value, decimals: decimals)
     }
 
-    /// The median (the mean of the middle two for an even count); nil for none.
-    private static func median(_ values: [Double]) -> Double? {
-        guard !values.isEmpty else { return nil }
-        let sorted = values.sorted()
-        let middle = sorted.count / 2
-        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-    }
 
     /// Prints the JSON line. With one round it has exactly the fields of a single run; with
     /// more, every figure covers all rounds of its path (see ``ChatPhaseResult/combining(_:)``),
@@ -167,7 +160,7 @@ struct ChatCommand: AsyncParsableCommand {
             // Round i of one path against round i of the other: both ran within seconds of
             // each other, on much the same machine.
             let ratios = zip(gatewayRounds, directRounds).map { Self.ratio($0, $1) }
-            json.add("ratio", Self.median(ratios.compactMap { $0 }), decimals: 3)
+            json.add("ratio", ChatStatistics.median(ratios.compactMap { $0 }), decimals: 3)
             json.add("ratios", ratios.isEmpty ? .null : .array(ratios.map { Self.number($0, decimals: 3) }))
             json.add("ratio_of_totals", Self.ratio(gateway, direct), decimals: 3)
             for (key, phases) in [("gateway_round_msgs_per_s", gatewayRounds), ("direct_round_msgs_per_s", directRounds)] {
@@ -197,6 +190,13 @@ struct ChatCommand: AsyncParsableCommand {
             for label in ["gateway", "broker", "bench", "other", "softirq"] {
                 if let cpu = phase.cpu[label] { json.add(prefix + label + "_cpu_percent", cpu, decimals: 0) }
             }
+            for label in ["gateway", "broker", "bench"] {
+                if let seconds = phase.cpuSecondsPerThousand(label) { json.add(prefix + label + "_cpu_s_per_1000", seconds, decimals: 4) }
+            }
+        }
+        // The gateway's cost against the broker's for the same messages (same phase).
+        if let gateway, let imgw = gateway.cpuSecondsPerThousand("gateway"), let broker = gateway.cpuSecondsPerThousand("broker"), broker > 0 {
+            json.add("gateway_cpu_over_broker", imgw / broker, decimals: 2)
         }
         if let threads = gateway?.gatewayThreads, !threads.isEmpty {
             var line = JSONLine()

@@ -20,6 +20,13 @@ struct ChatPhaseResult: Sendable {
     /// The machine's 1-minute load average when the phase started.
     var loadAverage: Double
 
+    /// CPU seconds the process `label` ("gateway", "broker", "bench") used per 1,000 messages
+    /// received in the sending window; nil when it was not sampled or nothing arrived.
+    func cpuSecondsPerThousand(_ label: String) -> Double? {
+        guard let percent = cpu[label], receivedInWindow > 0 else { return nil }
+        return percent / 100 * elapsed / Double(receivedInWindow) * 1000
+    }
+
     /// Several rounds of the same path as one result: the messages received in all sending
     /// windows over the sum of those windows, counts summed, latency over all rounds' samples,
     /// CPU (per process and per gateway thread) and load average averaged over the rounds.

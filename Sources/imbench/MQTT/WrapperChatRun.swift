@@ -5,35 +5,44 @@ import Synchronization
 import Glibc
 #endif
 
-/// The direct path: N MQTT v5 publishers publish to N subscribers through the same broker
-/// (topic `bench/direct/RUN/i`), all on one MosquittoEventLoop of this process. Each
-/// publisher keeps up to `window` messages in flight (at most `window` unacknowledged
-/// publishes, `maxInflightPublishes`): `window` tasks per publisher, each with one message
-/// in flight (published, PUBACKed, received), running on the client's loop thread.
-enum DirectChatRun {
+/// The chat workload of the raw direct path (``RawDirectChatRun``), through our
+/// `MosquittoClient` instead: N publishers to N subscribers on `bench/wrapper/RUN/i`, all on
+/// one `MosquittoEventLoop` of this process, with the same window, QoS, payload and receive
+/// maximum. ``API`` picks how the wrapper is used.
+enum WrapperChatRun {
+    /// How the publishers publish and the subscribers receive.
+    enum API: String, CaseIterable, Sendable {
+        /// `window` tasks per publisher, each awaiting `publish(...)`; received through
+        /// `messages`.
+        case publish
+        /// One task per publisher handing publishes over with `startPublish(...)` (no
+        /// waiting), another awaiting their `completion(of:)` in order; received through
+        /// `messages`.
+        case startPublish = "start-publish"
+        /// Event driven on the loop thread: `startPublish(..., completion:)` and
+        /// `deliverMessages(to:)`, new publishes started from the callbacks (what the gateway
+        /// does).
+        case callbacks
+    }
+
     /// Connects the clients, runs the workload, closes them.
-    /// - Parameters:
-    ///   - runID: Makes the topics and client IDs unique (one per round: a round must not
-    ///     see another's messages).
-    ///   - receiveMaximum: The subscribers' MQTT receive maximum: the same number of
-    ///     unacknowledged messages the gateway lets a device have (limits.max_unacked_deliveries).
-    ///   - title: The phase in log lines (default "direct"), e.g. "direct round 2/4".
     static func run(
-        _ settings: ChatSettings, broker: HostPort, brokerPID: pid_t?, runID: String, receiveMaximum: Int,
-        title: String = "direct"
+        _ settings: ChatSettings, api: API, broker: HostPort, brokerPID: pid_t?, runID: String, receiveMaximum: Int,
+        title: String
     ) async throws -> ChatPhaseResult {
         let ledger = ChatLedger(pairs: settings.pairs)
-        let loop = MosquittoEventLoop(name: "imbench-direct")
+        let loop = MosquittoEventLoop(name: "imbench-wrapper")
         defer { loop.shutdown() }
         let qos: QoS = settings.qos == 2 ? .exactlyOnce : .atLeastOnce
-        let topics = (0..<settings.pairs).map { "bench/direct/\(runID)/\($0)" }
-        Log.info("\(title): connecting \(settings.pairs) subscriber(s) and \(settings.pairs) publisher(s) to \(broker)")
+        let topics = (0..<settings.pairs).map { "bench/wrapper/\(runID)/\($0)" }
+        Log.info("\(title): connecting \(settings.pairs) MosquittoClient publisher(s) and subscriber(s) to \(broker)")
 
         var subscribers: [MosquittoClient] = []
         var publishers: [MosquittoClient] = []
         func closeAll() async {
             for client in publishers + subscribers { await client.close() }
         }
+        let windows = (0..<settings.pairs).map { _ in PublishWindow() }
         do {
             for (pair, topic) in topics.enumerated() {
                 var configuration = MosquittoClient.Configuration(
@@ -41,9 +50,21 @@ enum DirectChatRun {
                 configuration.receiveMaximum = UInt16(clamping: receiveMaximum)
                 let subscriber = MosquittoClient(configuration: configuration, loop: loop)
                 subscribers.append(subscriber)
+                if api == .callbacks {
+                    let window = windows[pair]
+                    await subscriber.deliverMessages { message in
+                        if let (sequence, sentAt) = BenchPayload.parse(message.payload),
+                           ledger.received(pair: pair, sequence: sequence, sentAt: sentAt, now: MonotonicClock.nanoseconds()) {
+                            window.slotFreed()
+                        }
+                        return .now
+                    }
+                } else {
+                    let window = windows[pair]
+                    Task { await consume(subscriber, pair: pair, ledger: ledger, window: window) }
+                }
                 _ = try await subscriber.connect()
                 try await subscriber.subscribe(topic, qos: qos)
-                Task { await consume(subscriber, pair: pair, ledger: ledger) }
             }
             for pair in 0..<settings.pairs {
                 var configuration = MosquittoClient.Configuration(
@@ -55,7 +76,7 @@ enum DirectChatRun {
             }
         } catch {
             await closeAll()
-            throw BenchError("direct path: cannot connect to the broker at \(broker): \(error)")
+            throw BenchError("\(title): cannot connect to the broker at \(broker): \(error)")
         }
 
         var watch = [ChatPhase.Watched(label: "bench", pid: ProcessSample.ownPID())]
@@ -72,12 +93,28 @@ enum DirectChatRun {
                     let task = Task {
                         await withTaskGroup(of: Void.self) { group in
                             for (pair, publisher) in frozenPublishers.enumerated() {
-                                let claim = SequenceClaim()
-                                for _ in 0..<settings.window {
-                                    group.addTask {
-                                        await publishLoop(
-                                            publisher, pair: pair, topic: topics[pair], qos: qos, settings: settings,
-                                            claim: claim, startedAt: startedAt, ledger: ledger, stop: stop)
+                                let sender = Sender(
+                                    pair: pair, topic: topics[pair], qos: qos, settings: settings, startedAt: startedAt,
+                                    ledger: ledger, stop: stop, window: windows[pair])
+                                switch api {
+                                case .publish:
+                                    let claim = SequenceClaim()
+                                    for _ in 0..<settings.window {
+                                        group.addTask { await sender.publishLoop(publisher, claim: claim) }
+                                    }
+                                case .startPublish:
+                                    group.addTask { await sender.startPublishLoop(publisher) }
+                                case .callbacks:
+                                    windows[pair].onFree { publisher.perform { sender.pump($0) } }
+                                    publisher.perform { sender.pump($0) }
+                                    if settings.rate != nil {
+                                        // With a rate, time drives publishing too, not only freed slots.
+                                        group.addTask {
+                                            while !stop.isSet {
+                                                publisher.perform { sender.pump($0) }
+                                                try? await Task.sleep(for: .microseconds(200))
+                                            }
+                                        }
                                     }
                                 }
                             }
@@ -85,54 +122,140 @@ enum DirectChatRun {
                     }
                     workers.withLock { $0 = task }
                 },
-                stop: { stop.set() })
+                stop: {
+                    stop.set()
+                    for window in windows { window.finish() }
+                })
         } catch {
             stop.set()
+            for window in windows { window.finish() }
             await closeAll()
             throw error
         }
         // Messages that never arrived keep their publishers waiting: release them.
         ledger.releaseWaiters()
+        for window in windows { window.finish() }
         await workers.withLock { $0 }?.value
         await closeAll()
         return result
     }
 
-    /// One of a publisher's `window` loops: claim the next sequence, wait for its slot
-    /// (with a rate), publish, wait for PUBACK/PUBCOMP and for the subscriber to receive
-    /// it; until stopped.
-    private static func publishLoop(
-        _ client: isolated MosquittoClient, pair: Int, topic: String, qos: QoS, settings: ChatSettings,
-        claim: SequenceClaim, startedAt: UInt64, ledger: ChatLedger, stop: StopSignal
-    ) async {
-        while !stop.isSet {
-            let sequence = claim.next()
-            if let rate = settings.ratePerPair {
-                let due = startedAt + UInt64(Double(sequence - 1) / rate * 1e9)
-                let now = MonotonicClock.nanoseconds()
-                if due > now { try? await Task.sleep(for: .nanoseconds(Int64(due - now))) }
-                if stop.isSet { return }
-            }
-            let payload = BenchPayload.make(sequence: sequence, sentAt: MonotonicClock.nanoseconds(), size: settings.size)
-            ledger.sent(pair: pair)
-            do {
-                try await client.publish(topic: topic, payload: payload, qos: qos)
-                if !ledger.acked(pair: pair, sequence: sequence) {
-                    await ledger.awaitReceipt(pair: pair, sequence: sequence)
-                }
-            } catch {
-                ledger.refused(pair: pair, reason: "publish failed: \(error)")
-                return
+    /// Records what a subscriber receives through `messages`, on its loop thread, until it
+    /// is closed.
+    private static func consume(_ client: isolated MosquittoClient, pair: Int, ledger: ChatLedger, window: PublishWindow) async {
+        for await message in client.messages {
+            let now = MonotonicClock.nanoseconds()
+            if let (sequence, sentAt) = BenchPayload.parse(message.payload),
+               ledger.received(pair: pair, sequence: sequence, sentAt: sentAt, now: now) {
+                window.slotFreed()
             }
         }
     }
 
-    /// Records what a subscriber receives, on its loop thread, until it is closed.
-    private static func consume(_ client: isolated MosquittoClient, pair: Int, ledger: ChatLedger) async {
-        for await message in client.messages {
-            let now = MonotonicClock.nanoseconds()
-            if let (sequence, sentAt) = BenchPayload.parse(message.payload) {
-                ledger.received(pair: pair, sequence: sequence, sentAt: sentAt, now: now)
+    /// One publisher's side of the workload, for each API.
+    private struct Sender: Sendable {
+        let pair: Int
+        let topic: String
+        let qos: QoS
+        let settings: ChatSettings
+        let startedAt: UInt64
+        let ledger: ChatLedger
+        let stop: StopSignal
+        let window: PublishWindow
+
+        /// The payload of the next message, or nil once stopped; waits for the rate.
+        private func next(_ sequence: Int) async -> [UInt8]? {
+            if let rate = settings.ratePerPair {
+                let due = startedAt + UInt64(Double(sequence - 1) / rate * 1e9)
+                let now = MonotonicClock.nanoseconds()
+                if due > now { try? await Task.sleep(for: .nanoseconds(Int64(due - now))) }
+            }
+            if stop.isSet { return nil }
+            return BenchPayload.make(sequence: sequence, sentAt: MonotonicClock.nanoseconds(), size: settings.size)
+        }
+
+        /// `.publish`: one of `window` loops: publish, await PUBACK, await receipt.
+        func publishLoop(_ client: isolated MosquittoClient, claim: SequenceClaim) async {
+            while !stop.isSet {
+                let sequence = claim.next()
+                guard let payload = await next(sequence) else { return }
+                ledger.sent(pair: pair)
+                do {
+                    try await client.publish(topic: topic, payload: payload, qos: qos)
+                    if !ledger.acked(pair: pair, sequence: sequence) {
+                        await ledger.awaitReceipt(pair: pair, sequence: sequence)
+                    }
+                } catch {
+                    ledger.refused(pair: pair, reason: "publish failed: \(error)")
+                    return
+                }
+            }
+        }
+
+        /// `.startPublish`: hands publishes over while the window has room; a child task
+        /// awaits their completions in order.
+        func startPublishLoop(_ client: MosquittoClient) async {
+            let (tickets, ticketSink) = AsyncStream.makeStream(of: (MosquittoClient.PublishTicket, Int).self)
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await (ticket, sequence) in tickets {
+                        do {
+                            try await client.completion(of: ticket)
+                            if ledger.acked(pair: pair, sequence: sequence) { window.slotFreed() }
+                        } catch {
+                            ledger.refused(pair: pair, reason: "publish failed: \(error)")
+                            window.slotFreed()
+                        }
+                    }
+                }
+                var sequence = 0
+                var slots = settings.window
+                while !stop.isSet {
+                    if slots == 0 {
+                        guard await window.waitForFree() else { break }
+                        slots += 1
+                        continue
+                    }
+                    sequence += 1
+                    guard let payload = await next(sequence) else { break }
+                    ledger.sent(pair: pair)
+                    do {
+                        let ticket = try await client.startPublish(topic: topic, payload: payload, qos: qos)
+                        ticketSink.yield((ticket, sequence))
+                        slots -= 1
+                    } catch {
+                        ledger.refused(pair: pair, reason: "publish failed: \(error)")
+                        break
+                    }
+                }
+                ticketSink.finish()
+            }
+        }
+
+        /// `.callbacks`: starts what the window allows, on the loop thread.
+        func pump(_ client: isolated MosquittoClient) {
+            while !stop.isSet, let sequence = window.claim(limit: settings.window) {
+                if let rate = settings.ratePerPair,
+                   MonotonicClock.nanoseconds() < startedAt + UInt64(Double(sequence - 1) / rate * 1e9) {
+                    window.unclaim()
+                    return
+                }
+                let payload = BenchPayload.make(sequence: sequence, sentAt: MonotonicClock.nanoseconds(), size: settings.size)
+                ledger.sent(pair: pair)
+                do {
+                    try client.startPublish(topic: topic, payload: payload, qos: qos) { [ledger, pair, window] outcome in
+                        switch outcome {
+                        case .success:
+                            if ledger.acked(pair: pair, sequence: sequence) { window.slotFreed() }
+                        case .failure(let error):
+                            ledger.refused(pair: pair, reason: "publish failed: \(error)")
+                            window.slotFreed()
+                        }
+                    }
+                } catch {
+                    ledger.refused(pair: pair, reason: "publish failed: \(error)")
+                    return
+                }
             }
         }
     }

@@ -1,0 +1,54 @@
+import Foundation
+import Testing
+
+/// imbench's MQTT paths against a real broker: they measure what they claim to (every message
+/// delivered once, CPU per message reported); no figure is asserted.
+@Suite("imbench against a real broker", .stopsWhatItStarts, .timeLimit(.minutes(2)))
+struct IMBenchTests {
+    static var executable: String {
+        URL(fileURLWithPath: IMGWProcess.executable).deletingLastPathComponent().appendingPathComponent("imbench").path
+    }
+
+    @Test("imbench mqtt: raw libmosquitto and each wrapper API deliver every message once, with CPU seconds per 1,000 messages")
+    func mqtt() async throws {
+        let broker = try await TestBroker.start()
+        let output = try await run(
+            Self.executable,
+            ["mqtt", "--seconds", "1", "--rounds", "1", "--drain", "10", "--broker", "127.0.0.1:\(broker.port)"])
+        let result = try Self.json(output)
+        #expect(result["benchmark"] as? String == "mqtt")
+        for api in ["raw", "publish", "start-publish", "callbacks"] {
+            let phase = try #require(result[api] as? [String: Any], "no \(api) in \(output)")
+            let sent = try #require(phase["sent"] as? Int)
+            #expect(sent > 0, "\(api) sent nothing")
+            #expect(phase["received"] as? Int == sent, "\(api): every message sent arrives")
+            #expect(phase["lost"] as? Int == 0)
+            #expect(phase["duplicates"] as? Int == 0)
+            #expect(phase["refused"] as? Int == 0)
+            #expect((phase["bench_cpu_s_per_1000"] as? Double ?? 0) > 0, "\(api): CPU per 1,000 messages")
+            if api != "raw" { #expect(phase["ratio_to_raw"] is Double) }
+        }
+    }
+
+    @Test("imbench chat --paths direct runs raw libmosquitto: every message once, CPU per 1,000 messages")
+    func chatDirect() async throws {
+        let broker = try await TestBroker.start()
+        let output = try await run(
+            Self.executable,
+            ["chat", "--paths", "direct", "--seconds", "1", "--pairs", "2", "--drain", "10", "--broker", "127.0.0.1:\(broker.port)"])
+        let result = try Self.json(output)
+        let sent = try #require(result["direct_sent"] as? Int)
+        #expect(sent > 0)
+        #expect(result["direct_received"] as? Int == sent)
+        #expect(result["direct_lost"] as? Int == 0)
+        #expect(result["direct_duplicates"] as? Int == 0)
+        #expect((result["direct_bench_cpu_s_per_1000"] as? Double ?? 0) > 0)
+        #expect(output.contains("raw libmosquitto"), "the direct path says what it runs")
+    }
+
+    /// The JSON line among imbench's output lines (stderr has the progress).
+    static func json(_ output: String) throws -> [String: Any] {
+        let line = try #require(output.split(separator: "\n").last { $0.hasPrefix("{\"benchmark\"") }, "no JSON line in: \(output)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+    }
+}
