@@ -78,6 +78,7 @@ bench: deps
 	BIN=$$($(SWIFT) build -c release --show-bin-path); \
 	  $$BIN/imbench wire && \
 	  $$BIN/imbench chat --seconds 5 --rounds 6 && \
+	  $$BIN/imbench mqtt --seconds 4 --rounds 3 && \
 	  $$BIN/imbench chat --seconds 10 --rate 5000 && \
 	  $$BIN/imbench connect --users 4500 && \
 	  $$BIN/imbench weak --seconds 60 --seed 7 && \
