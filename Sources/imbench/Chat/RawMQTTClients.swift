@@ -62,7 +62,10 @@ final class RawMQTTClients: @unchecked Sendable {
         var stopping = false
         var connected = 0
         var refusal: String?
+        var threadStarted = false
         var ended = false
+        /// `close()`, waiting for the loop thread to end.
+        var endWaiter: CheckedContinuation<Void, Never>?
     }
 
     private let ledger: ChatLedger
@@ -71,7 +74,6 @@ final class RawMQTTClients: @unchecked Sendable {
     private let pairs: [Pair]
     private let control = Mutex(Control())
     private let wakeFD: Int32
-    private let endedSignal = Mutex<CheckedContinuation<Void, Never>?>(nil)
     /// The loop thread's copy of `control.running` and `startedAt`, read once per round.
     private var loopRunning = false
     private var loopStartedAt: UInt64 = 0
@@ -131,6 +133,7 @@ final class RawMQTTClients: @unchecked Sendable {
                 }
             }
         }
+        control.withLock { $0.threadStarted = true }
         Thread.detachNewThread { [self] in
             cmosq_set_thread_name("imbench-raw")
             loop()
@@ -161,19 +164,15 @@ final class RawMQTTClients: @unchecked Sendable {
 
     /// Disconnects every handle and ends the loop thread; returns once it has ended.
     func close() async {
-        let started = control.withLock { control -> Bool in
-            control.running = false
-            control.stopping = true
-            return !control.ended
-        }
-        guard started else { return }
         await withCheckedContinuation { continuation in
-            let ended = control.withLock { control -> Bool in
-                if !control.ended { endedSignal.withLock { $0 = continuation } }
-                return control.ended
+            let done = control.withLock { control -> Bool in
+                control.running = false
+                control.stopping = true
+                if !control.threadStarted || control.ended { return true }
+                control.endWaiter = continuation
+                return false
             }
-            if ended { continuation.resume() }
-            wake()
+            if done { continuation.resume() } else { wake() }
         }
     }
 
@@ -225,11 +224,12 @@ final class RawMQTTClients: @unchecked Sendable {
                 nextMisc = MonotonicClock.nanoseconds() + 1_000_000_000
             }
         }
-        control.withLock { $0.ended = true }
-        endedSignal.withLock { signal in
-            signal?.resume()
-            signal = nil
+        let waiter = control.withLock { control in
+            control.ended = true
+            defer { control.endWaiter = nil }
+            return control.endWaiter
         }
+        waiter?.resume()
     }
 
     /// Publishes what the window, and the rate if any, allow now (on the loop thread).
