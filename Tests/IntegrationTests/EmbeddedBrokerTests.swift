@@ -142,14 +142,12 @@ final class EmbeddedGateway: Sendable {
     }
 
     func kill9() async {
-        process.signal(SIGKILL)
-        await process.waitForExit()
+        await process.end(SIGKILL)
     }
 
     /// SIGTERM (imgw stops its broker too) and wait.
     func stop() async {
-        process.signal(SIGTERM)
-        await process.waitForExit()
+        await process.end(SIGTERM)
     }
 
     deinit {

@@ -270,13 +270,11 @@ final class IMGWProcess: Sendable {
     }
 
     func kill9() async {
-        process.signal(SIGKILL)
-        await process.waitForExit()
+        await process.end(SIGKILL)
     }
 
     func stop() async {
-        process.signal(SIGTERM)
-        await process.waitForExit()
+        await process.end(SIGTERM)
     }
 
     deinit {

@@ -33,26 +33,8 @@ struct ChatCommand: AsyncParsableCommand {
         case both, gateway, direct
     }
 
-    @Option(help: "Seconds each path sends, per phase (with --rounds: per round and path).")
-    var seconds: Double
-
-    @Option(help: "Sender → receiver pairs.")
-    var pairs = 1
-
-    @Option(help: "Total messages per second over all pairs (default: unlimited, closed loop with the window).")
-    var rate: Double?
-
     @Option(help: "Messages in flight per sender (sent and not yet both ACKed and received), at most.")
     var window = 100
-
-    @Option(help: "QoS of the chat messages: 1 or 2.")
-    var qos = 1
-
-    @Option(help: "Message content bytes.")
-    var size = 64
-
-    @Option(help: "Seconds to wait after sending stops for messages in flight.")
-    var drain: Double = 5
 
     @Option(help: "Run both paths, or only one: both, gateway, direct.")
     var paths: Paths = .both
@@ -60,22 +42,18 @@ struct ChatCommand: AsyncParsableCommand {
     @Option(help: "Times to run each path, alternating gateway and direct (a phase of --seconds each), on the same broker and gateway.")
     var rounds = 1
 
+    @OptionGroup var workload: ChatWorkloadOptions
+
     @OptionGroup var environment: EnvironmentOptions
 
     func validate() throws {
-        guard seconds > 0 else { throw ValidationError("--seconds must be positive") }
-        guard pairs >= 1 else { throw ValidationError("--pairs must be at least 1") }
         guard window >= 1 else { throw ValidationError("--window must be at least 1") }
-        guard qos == 1 || qos == 2 else { throw ValidationError("--qos must be 1 or 2") }
-        guard size >= 1, size <= 65536 else { throw ValidationError("--size must be 1 to 65536") }
-        if let rate, rate <= 0 { throw ValidationError("--rate must be positive") }
         guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
     }
 
     func run() async throws {
         DescriptorLimit.raiseToHardLimit()
-        let settings = ChatSettings(
-            seconds: seconds, pairs: pairs, rate: rate, window: window, qos: qos, size: size, drainSeconds: drain)
+        let settings = workload.settings(window: window)
         let runID = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let env = try await BenchEnvironment.start(environment, gateway: paths != .direct)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

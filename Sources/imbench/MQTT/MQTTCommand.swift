@@ -20,32 +20,16 @@ struct MQTTCommand: AsyncParsableCommand {
             thread).
             """)
 
-    @Option(help: "Seconds each API sends, per round.")
-    var seconds: Double
-
-    @Option(help: "Publisher → subscriber pairs.")
-    var pairs = 1
-
-    @Option(help: "Total messages per second over all pairs (default: unlimited, closed loop with the window).")
-    var rate: Double?
-
     @Option(help: "Messages in flight per publisher (published and not yet both acknowledged and received), at most.")
     var window = 64
-
-    @Option(help: "QoS: 1 or 2.")
-    var qos = 1
-
-    @Option(help: "Payload bytes.")
-    var size = 64
-
-    @Option(help: "Seconds to wait after sending stops for messages in flight.")
-    var drain: Double = 5
 
     @Option(help: "Rounds: every API runs once per round, raw first.")
     var rounds = 3
 
     @Option(help: "APIs to measure besides raw, comma-separated: publish, start-publish, callbacks.")
     var apis = "publish,start-publish,callbacks"
+
+    @OptionGroup var workload: ChatWorkloadOptions
 
     @OptionGroup var environment: EnvironmentOptions
 
@@ -61,20 +45,14 @@ struct MQTTCommand: AsyncParsableCommand {
     }
 
     func validate() throws {
-        guard seconds > 0 else { throw ValidationError("--seconds must be positive") }
-        guard pairs >= 1 else { throw ValidationError("--pairs must be at least 1") }
         guard window >= 1 else { throw ValidationError("--window must be at least 1") }
-        guard qos == 1 || qos == 2 else { throw ValidationError("--qos must be 1 or 2") }
-        guard size >= 1, size <= 65536 else { throw ValidationError("--size must be 1 to 65536") }
-        if let rate, rate <= 0 { throw ValidationError("--rate must be positive") }
         guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
         _ = try wrapperAPIs
     }
 
     func run() async throws {
         DescriptorLimit.raiseToHardLimit()
-        let settings = ChatSettings(
-            seconds: seconds, pairs: pairs, rate: rate, window: window, qos: qos, size: size, drainSeconds: drain)
+        let settings = workload.settings(window: window)
         let apis = try wrapperAPIs
         let runID = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let env = try await BenchEnvironment.start(environment, gateway: false)

@@ -50,17 +50,13 @@ enum WrapperChatRun {
                 configuration.receiveMaximum = UInt16(clamping: receiveMaximum)
                 let subscriber = MosquittoClient(configuration: configuration, loop: loop)
                 subscribers.append(subscriber)
+                let window = windows[pair]
                 if api == .callbacks {
-                    let window = windows[pair]
                     await subscriber.deliverMessages { message in
-                        if let (sequence, sentAt) = BenchPayload.parse(message.payload),
-                           ledger.received(pair: pair, sequence: sequence, sentAt: sentAt, now: MonotonicClock.nanoseconds()) {
-                            window.slotFreed()
-                        }
+                        received(message, pair: pair, ledger: ledger, window: window)
                         return .now
                     }
                 } else {
-                    let window = windows[pair]
                     Task { await consume(subscriber, pair: pair, ledger: ledger, window: window) }
                 }
                 _ = try await subscriber.connect()
@@ -144,11 +140,16 @@ enum WrapperChatRun {
     /// is closed.
     private static func consume(_ client: isolated MosquittoClient, pair: Int, ledger: ChatLedger, window: PublishWindow) async {
         for await message in client.messages {
-            let now = MonotonicClock.nanoseconds()
-            if let (sequence, sentAt) = BenchPayload.parse(message.payload),
-               ledger.received(pair: pair, sequence: sequence, sentAt: sentAt, now: now) {
-                window.slotFreed()
-            }
+            received(message, pair: pair, ledger: ledger, window: window)
+        }
+    }
+
+    /// Records a received message; frees its window slot if it was acknowledged already.
+    private static func received(_ message: MosquittoMessage, pair: Int, ledger: ChatLedger, window: PublishWindow) {
+        let now = MonotonicClock.nanoseconds()
+        if let (sequence, sentAt) = BenchPayload.parse(message.payload),
+           ledger.received(pair: pair, sequence: sequence, sentAt: sentAt, now: now) {
+            window.slotFreed()
         }
     }
 

@@ -110,14 +110,12 @@ final class TestBroker: Sendable {
 
     /// SIGTERM and wait for the exit (mosquitto saves persistence on a clean exit).
     func stop() async {
-        process.signal(SIGTERM)
-        await process.waitForExit()
+        await process.end(SIGTERM)
     }
 
     /// SIGKILL and wait for the exit.
     func kill9() async {
-        process.signal(SIGKILL)
-        await process.waitForExit()
+        await process.end(SIGKILL)
     }
 
     deinit {
@@ -198,14 +196,19 @@ func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) 
     return output
 }
 
+extension ChildProcess {
+    /// Sends `signal` and waits for the exit (at once if it has exited).
+    func end(_ signal: Int32) async {
+        self.signal(signal)
+        await waitForExit()
+    }
+}
+
 /// Starts a child process (see `ChildProcess`) that the running test kills, if it is
 /// still running, when the test ends.
 func spawn(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> ChildProcess {
     let process = try ChildProcess(executable: executable, arguments: arguments, workingDirectory: directory?.path)
-    TestResources.track {
-        process.signal(SIGKILL)
-        await process.waitForExit()
-    }
+    TestResources.track { await process.end(SIGKILL) }
     return process
 }
 
