@@ -11,6 +11,16 @@ public enum PayloadCodec {
     /// The payload types of this module always encode; non-finite numbers, the one thing
     /// JSON cannot hold, are written as the strings `"inf"`, `"-inf"` and `"nan"`.
     public static func encode<T: Encodable>(_ value: T) -> [UInt8] {
+        foundationEncode(value)
+    }
+
+    /// The JSON of a chat-path payload, written directly (the same bytes).
+    public static func encode<T: FixedShapePayload>(_ value: T) -> [UInt8] {
+        value.json()
+    }
+
+    /// The JSON of `value` through Foundation's encoder.
+    static func foundationEncode<T: Encodable>(_ value: T) -> [UInt8] {
         do {
             return Array(try encoder.encode(value))
         } catch {
@@ -32,6 +42,18 @@ public enum PayloadCodec {
 
     /// Decodes a `T` from JSON, or throws ``PayloadError``.
     public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws(PayloadError) -> T {
+        try foundationDecode(type, from: bytes)
+    }
+
+    /// Decodes a chat-path payload: read directly when it has the usual shape, otherwise
+    /// through Foundation (which also says what is wrong with it).
+    public static func decode<T: FixedShapePayload>(_ type: T.Type, from bytes: [UInt8]) throws(PayloadError) -> T {
+        if let value = T(fastJSON: bytes) { return value }
+        return try foundationDecode(type, from: bytes)
+    }
+
+    /// Decodes a `T` from JSON through Foundation's decoder.
+    static func foundationDecode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws(PayloadError) -> T {
         do {
             return try decoder.decode(T.self, from: Data(bytes))
         } catch let error as PayloadError {

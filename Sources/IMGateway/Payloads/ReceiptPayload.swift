@@ -58,6 +58,16 @@ public struct ReceiptPayload: Codable, Hashable, Sendable {
         self.ts = ts
     }
 
+    /// The fields exactly as read from JSON (``init(fastJSON:)``).
+    init(decoded kind: Kind, id: String, ids: [String]?, by: String, device: String?, ts: UInt64) {
+        self.kind = kind
+        self.id = id
+        self.ids = ids
+        self.by = by
+        self.device = device
+        self.ts = ts
+    }
+
     /// The message ids the receipt covers.
     public var messageIDs: [String] { ids ?? [id] }
 

@@ -1,0 +1,112 @@
+extension ChatPayload: FixedShapePayload {
+    /// The JSON, keys sorted, as ``PayloadCodec`` writes every payload.
+    public func json() -> [UInt8] {
+        var writer = PayloadJSONWriter(capacity: 96 + id.utf8.count + from.utf8.count + to.utf8.count
+            + (text?.utf8.count ?? 0) + (data?.utf8.count ?? 0))
+        writer.beginObject()
+        if let data {
+            writer.key("data")
+            writer.string(data)
+        }
+        if let ext {
+            writer.key("ext")
+            writer.beginArray()
+            for item in ext {
+                writer.beginObject()
+                writer.key("data")
+                writer.string(item.data)
+                writer.key("tag")
+                writer.number(item.tag)
+                writer.endObject()
+            }
+            writer.endArray()
+        }
+        writer.key("from")
+        writer.string(from)
+        writer.key("id")
+        writer.string(id)
+        if let qos {
+            writer.key("qos")
+            writer.number(qos)
+        }
+        if let text {
+            writer.key("text")
+            writer.string(text)
+        }
+        writer.key("to")
+        writer.string(to)
+        writer.key("ts")
+        writer.number(ts)
+        writer.key("type")
+        writer.string(type)
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// Reads the usual shape directly; `nil` for anything else.
+    public init?(fastJSON bytes: [UInt8]) {
+        guard let payload = PayloadJSONReader.read(bytes, { reader -> ChatPayload? in
+            var id: String?, from: String?, to: String?, ts: UInt64?, type: String?
+            var text: String?, data: String?, qos: Int?, ext: [Extension]?
+            let complete = reader.object { key, reader in
+                switch key.count {
+                case 2 where key.spells("id") && id == nil:
+                    id = reader.string()
+                    return id != nil
+                case 4 where key.spells("from") && from == nil:
+                    from = reader.string()
+                    return from != nil
+                case 2 where key.spells("to") && to == nil:
+                    to = reader.string()
+                    return to != nil
+                case 2 where key.spells("ts") && ts == nil:
+                    ts = reader.unsignedInteger()
+                    return ts != nil
+                case 4 where key.spells("type") && type == nil:
+                    type = reader.string()
+                    return type != nil
+                case 4 where key.spells("text") && text == nil:
+                    text = reader.string()
+                    return text != nil
+                case 4 where key.spells("data") && data == nil:
+                    data = reader.string()
+                    return data != nil
+                case 3 where key.spells("qos") && qos == nil:
+                    qos = reader.integer()
+                    return qos != nil
+                case 3 where key.spells("ext") && ext == nil:
+                    ext = Self.readExtensions(&reader)
+                    return ext != nil
+                default:
+                    // An unknown or repeated key: Foundation's decoder decides.
+                    return false
+                }
+            }
+            guard complete, let id, let from, let to, let ts, let type else { return nil }
+            return ChatPayload(id: id, from: from, to: to, ts: ts, type: type, text: text, data: data, qos: qos, ext: ext)
+        }) else { return nil }
+        self = payload
+    }
+
+    private static func readExtensions(_ reader: inout PayloadJSONReader) -> [Extension]? {
+        var items: [Extension] = []
+        let complete = reader.array { reader in
+            var tag: Int?, data: String?
+            let complete = reader.object { key, reader in
+                if key.spells("tag"), tag == nil {
+                    tag = reader.integer()
+                    return tag != nil
+                }
+                if key.spells("data"), data == nil {
+                    data = reader.string()
+                    return data != nil
+                }
+                return false
+            }
+            guard complete, let tag, let data else { return false }
+            items.append(Extension(tag: tag, data: data))
+            return true
+        }
+        return complete ? items : nil
+    }
+}
