@@ -48,6 +48,36 @@ static inline bool cmosq_message_dup(const struct mosquitto_message *msg) {
     return ((const struct cmosq_message_all_v2_0 *)base)->dup;
 }
 
+/// The first members of libmosquitto 2.0's private `struct mosquitto` as the client library
+/// is built (lib/mosquitto_internal.h: `sock`, then `sockpairR, sockpairW` unless
+/// WITH_BROKER; the same from 2.0.0 to 2.0.20 and in 1.x).
+struct cmosq_mosquitto_head_v2_0 {
+    int sock;
+    int sockpairR;
+    int sockpairW;
+};
+
+/// Takes the internal socketpair away from a handle fresh from `mosquitto_new`, so that
+/// libmosquitto stops writing a byte into it for every packet it queues (every use of the
+/// pair in 2.0 first checks it against INVALID_SOCKET; 2.1 offers the same as
+/// MOSQ_OPT_DISABLE_SOCKETPAIR). Only when the head holds exactly what is expected: no
+/// socket yet, and the pair found by the caller (by inode and peer, outside this struct)
+/// in either order. Returns true when it took them: the caller then owns (and closes)
+/// both descriptors; false leaves the handle untouched.
+static inline bool cmosq_detach_socketpair(struct mosquitto *mosq, int end1, int end2) {
+    struct cmosq_mosquitto_head_v2_0 *head = (struct cmosq_mosquitto_head_v2_0 *)mosq;
+    if (head->sock != -1) {
+        return false;
+    }
+    bool matches = (head->sockpairR == end1 && head->sockpairW == end2) || (head->sockpairR == end2 && head->sockpairW == end1);
+    if (!matches) {
+        return false;
+    }
+    head->sockpairR = -1;
+    head->sockpairW = -1;
+    return true;
+}
+
 /// True when `fd` is an unnamed, non-blocking AF_UNIX stream socket whose peer is
 /// unnamed too: what libmosquitto's internal socketpair looks like (lib/net_mosq.c
 /// `net__socketpair`). Used to find that pair right after `mosquitto_new`.

@@ -17,4 +17,9 @@ public enum MosquittoLibrary {
     /// Whether the DUP flag of received messages can be read: only through libmosquitto
     /// 2.0's private message layout (see `cmosq_message_dup` in the CMosquitto shim).
     static let canReadDupFlag: Bool = version.major == 2 && version.minor == 0
+
+    /// Whether a handle's internal socketpair can be taken away from it: only through
+    /// libmosquitto 2.0's private layout (see `cmosq_detach_socketpair`), which is also
+    /// checked against the descriptors found for each handle.
+    static let canDetachSocketPair: Bool = version.major == 2 && version.minor == 0
 }

@@ -18,9 +18,12 @@ import Glibc
 ///   that merely exists at the time (Foundation's `Process` uses one while it spawns)
 ///   is never taken;
 /// - the two must be each other's peer, as the kernel tells (sock_diag UNIX_DIAG_PEER).
-/// The read end is `sv[0]`, the socket created first: the lower inode. The loop
-/// double-checks the direction on first use (`confirmPairDirection`). Once found, both
-/// ends are made close-on-exec, so no child process inherits them.
+/// Once found, the pair is taken away from the handle where the library's layout allows
+/// (``detach(_:_:)``): libmosquitto then never writes into it, which saves two system calls
+/// per packet (its write, the loop's read) and two descriptors per client. Otherwise the
+/// loop drains it: the read end is `sv[0]`, the socket created first, the lower inode (the
+/// loop double-checks the direction on first use, `confirmPairDirection`), and both ends
+/// are made close-on-exec, so no child process inherits them.
 enum SocketPairs {
     typealias Pair = (read: Int32, write: Int32)
 
@@ -32,7 +35,8 @@ enum SocketPairs {
     /// Pair descriptors owned by live handles, across every loop of the process.
     private static let known = Mutex<Set<Int32>>([])
 
-    /// Runs `create` (a `mosquitto_new` call) and returns its handle and pair.
+    /// Runs `create` (a `mosquitto_new` call) and returns its handle and the pair the loop
+    /// must drain: `nil` when the pair was detached from the handle and closed.
     static func create(_ create: () -> OpaquePointer?) throws(MosquittoError) -> (OpaquePointer?, Pair?) {
         try known.withLock { known throws(MosquittoError) in
             // Fast path: descriptors are handed out lowest first, so the pair lands at or
@@ -42,6 +46,7 @@ enum SocketPairs {
             let before = candidates(in: window, known)
             guard let handle = create() else { return (nil, nil) }
             if let pair = matchPeers(candidates(in: window, known).subtracting(before)) {
+                if detach(handle, pair) { return (handle, nil) }
                 adopt(pair, &known)
                 return (handle, pair)
             }
@@ -54,9 +59,21 @@ enum SocketPairs {
                 mosquitto_destroy(again)
                 throw MosquittoError.invalidState("cannot find libmosquitto's internal socketpair (descriptor limit reached?)")
             }
+            if detach(again, pair) { return (again, nil) }
             adopt(pair, &known)
             return (again, pair)
         }
+    }
+
+    /// Takes the pair away from the handle and closes it, when the handle's private head
+    /// holds exactly this pair (see `cmosq_detach_socketpair`): libmosquitto 2.0 checks the
+    /// pair against INVALID_SOCKET before each use, so it then simply skips the wake-up
+    /// byte. Only for libmosquitto 2.0.x, whose layout was checked.
+    private static func detach(_ handle: OpaquePointer, _ pair: Pair) -> Bool {
+        guard MosquittoLibrary.canDetachSocketPair, cmosq_detach_socketpair(handle, pair.read, pair.write) else { return false }
+        close(pair.read)
+        close(pair.write)
+        return true
     }
 
     private static func adopt(_ pair: Pair, _ known: inout Set<Int32>) {

@@ -43,10 +43,10 @@ struct ConnectCommand: AsyncParsableCommand {
 
     func run() async throws {
         let fdLimit = DescriptorLimit.raiseToHardLimit()
-        if users * 4 + 100 > fdLimit {
+        if users * 2 + 100 > fdLimit {
             Log.info(
-                "note: each user costs imgw about 4 descriptors (TLV socket, MQTT socket, libmosquitto's socketpair); "
-                    + "\(users) users need about \(users * 4 + 100), the limit is \(fdLimit)")
+                "note: each user costs imgw about 2 descriptors (TLV socket, MQTT socket); "
+                    + "\(users) users need about \(users * 2 + 100), the limit is \(fdLimit)")
         }
         let env = try await BenchEnvironment.start(environment)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
