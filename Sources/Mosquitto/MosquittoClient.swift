@@ -21,6 +21,14 @@ import Glibc
 /// await client.close()
 /// ```
 ///
+/// Every call to the client runs on its loop's thread. Code that awaits the client in a
+/// tight loop is fastest in a task that prefers the loop as its executor,
+/// `Task(executorPreference: client.loop.taskExecutor) { ... }`: its own code then runs on that thread
+/// too, instead of hopping between a global-executor thread and the loop at every await.
+/// Event-driven code that must not suspend uses ``perform(_:)``,
+/// ``startPublish(topic:payload:qos:retain:properties:completion:)`` and
+/// ``deliverMessages(to:)`` instead.
+///
 /// Reconnecting is the caller's policy: watch `events` and call `connect()` again.
 /// Publishes still in flight when a connection drops are resent by libmosquitto (DUP)
 /// after the next successful `connect()` and complete then; `close()` fails them.
@@ -70,7 +78,19 @@ public actor MosquittoClient {
     private var io: ClientIO?
     private var aborting = false
 
+    // Every wait below re-checks, inside its continuation's body, whether what it waits for
+    // has happened already: entering `withChecked*Continuation` can be a suspension point
+    // of its own (the runtime switches executors there when the task prefers a task
+    // executor other than the one this job runs with), and libmosquitto's callbacks may
+    // run in between.
+
     private var connectWaiter: CheckedContinuation<ConnectResult, any Error>?
+    /// CONNACK's outcome when it came before `connect()` registered its waiter.
+    private var earlyConnectOutcome: Result<ConnectResult, MosquittoError>?
+    /// SUBACK reason codes that came before `subscribe` registered its waiter, by message id.
+    private var earlySubacks: [Int32: [ReasonCode]] = [:]
+    /// UNSUBACKs that came before `unsubscribe` registered its waiter.
+    private var earlyUnsubacks: Set<Int32> = []
     private var disconnectWaiters: [CheckedContinuation<Void, Never>] = []
     private var pendingPublishes: [Int32: PendingPublish] = [:]
     private var pendingSubscribes: [Int32: CheckedContinuation<[ReasonCode], any Error>] = [:]
@@ -151,7 +171,17 @@ public actor MosquittoClient {
         }
         io.connectDeadline = monotonicNanoseconds() + UInt64(max(configuration.connectTimeout, 0.1) * 1e9)
         loop.markDirty(io)
-        return try await withCheckedThrowingContinuation { connectWaiter = $0 }
+        earlyConnectOutcome = nil
+        return try await withCheckedThrowingContinuation { continuation in
+            if let outcome = earlyConnectOutcome {
+                earlyConnectOutcome = nil
+                continuation.resume(with: outcome.mapError { $0 as any Error })
+            } else if state != .connecting {
+                continuation.resume(throwing: state == .closed ? MosquittoError.closed : MosquittoError.notConnected)
+            } else {
+                connectWaiter = continuation
+            }
+        }
     }
 
     /// Disconnects. `reason` 0x00 (the default) is a normal disconnect: the broker
@@ -185,7 +215,13 @@ public actor MosquittoClient {
         }
         try rc.check()
         loop.markDirty(io)
-        await withCheckedContinuation { disconnectWaiters.append($0) }
+        await withCheckedContinuation { continuation in
+            if state == .disconnecting {
+                disconnectWaiters.append(continuation)
+            } else {
+                continuation.resume()
+            }
+        }
     }
 
     /// Drops the connection at once without sending anything still queued: no
@@ -318,9 +354,16 @@ public actor MosquittoClient {
             try outcome.get()
             return
         }
-        guard let mid = ticketMIDs[ticket.id] else { return }
-        try await withCheckedThrowingContinuation { continuation in
-            pendingPublishes[mid]?.continuation = continuation
+        guard ticketMIDs[ticket.id] != nil else { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            if let outcome = completedPublishes.removeValue(forKey: ticket.id) {
+                continuation.resume(with: outcome.mapError { $0 as any Error })
+            } else if let mid = ticketMIDs[ticket.id], pendingPublishes[mid] != nil {
+                pendingPublishes[mid]?.continuation = continuation
+            } else {
+                // Settled and collected already (a second call).
+                continuation.resume()
+            }
         }
     }
 
@@ -359,8 +402,17 @@ public actor MosquittoClient {
         nextWaiterID += 1
         let id = nextWaiterID
         try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                slotWaiters.append((id, continuation))
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                if Task.isCancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else if inflight < configuration.maxInflightPublishes || state != .connected {
+                    // A slot came free meanwhile (or there is nothing left to wait for:
+                    // the caller checks the state): take it as releaseSlot() would hand it.
+                    inflight += 1
+                    continuation.resume()
+                } else {
+                    slotWaiters.append((id, continuation))
+                }
             }
         } onCancel: {
             Task { await self.cancelSlotWaiter(id) }
@@ -441,7 +493,15 @@ public actor MosquittoClient {
             }
             try rc.check()
             loop.markDirty(io)
-            let codes = try await withCheckedThrowingContinuation { pendingSubscribes[mid] = $0 }
+            let codes = try await withCheckedThrowingContinuation { continuation in
+                if let codes = earlySubacks.removeValue(forKey: mid) {
+                    continuation.resume(returning: codes)
+                } else if state != .connected {
+                    continuation.resume(throwing: state == .closed ? MosquittoError.closed : MosquittoError.notConnected)
+                } else {
+                    pendingSubscribes[mid] = continuation
+                }
+            }
             for (position, index) in group.indices.enumerated() {
                 let code = position < codes.count ? codes[position] : .unspecifiedError
                 results[index] = code.isFailure ? .rejected(code) : .granted(QoS(rawValue: code.rawValue) ?? .atMostOnce)
@@ -463,7 +523,15 @@ public actor MosquittoClient {
         }
         try rc.check()
         loop.markDirty(io)
-        try await withCheckedThrowingContinuation { pendingUnsubscribes[mid] = $0 }
+        try await withCheckedThrowingContinuation { continuation in
+            if earlyUnsubacks.remove(mid) != nil {
+                continuation.resume()
+            } else if state != .connected {
+                continuation.resume(throwing: state == .closed ? MosquittoError.closed : MosquittoError.notConnected)
+            } else {
+                pendingUnsubscribes[mid] = continuation
+            }
+        }
     }
 
     /// Unsubscribes from one filter.
@@ -501,7 +569,8 @@ public actor MosquittoClient {
     public var inflightPublishes: Int { inflight }
 
     /// Bytes waiting in libmosquitto's internal socketpair (drained by the loop; stays
-    /// near 0), or nil without a handle.
+    /// near 0), or nil without a handle or without a pair: with libmosquitto 2.0 the loop
+    /// takes the pair away from the handle, so the library never writes into it.
     public var socketPairBacklog: Int? {
         guard let io, io.pairRead >= 0 else { return nil }
         return Int(cmosq_pending_bytes(io.pairRead))
@@ -678,8 +747,13 @@ public actor MosquittoClient {
     }
 
     private func failAll(_ error: MosquittoError, includingPublishes: Bool) {
-        connectWaiter?.resume(throwing: error)
-        connectWaiter = nil
+        if let waiter = connectWaiter {
+            // (Without a waiter yet, connect() sees the state; a refusal kept for it stays.)
+            connectWaiter = nil
+            waiter.resume(throwing: error)
+        }
+        earlySubacks.removeAll()
+        earlyUnsubacks.removeAll()
         for continuation in pendingSubscribes.values { continuation.resume(throwing: error) }
         pendingSubscribes.removeAll()
         for continuation in pendingUnsubscribes.values { continuation.resume(throwing: error) }
@@ -722,14 +796,22 @@ public actor MosquittoClient {
         if rc == 0 {
             state = .connected
             let result = ConnectResult(sessionPresent: flags & 1 != 0)
-            connectWaiter?.resume(returning: result)
-            connectWaiter = nil
+            settleConnect(.success(result))
             report(.connected(result))
         } else {
             // libmosquitto closes the connection right after (on_disconnect follows).
             let reason = Self.connackReason(rc, protocolVersion: configuration.protocolVersion)
-            connectWaiter?.resume(throwing: MosquittoError.connectionRefused(reason))
+            settleConnect(.failure(.connectionRefused(reason)))
+        }
+    }
+
+    /// Hands the outcome of a connect to its waiter, or keeps it for the waiter to come.
+    private func settleConnect(_ outcome: Result<ConnectResult, MosquittoError>) {
+        if let waiter = connectWaiter {
             connectWaiter = nil
+            waiter.resume(with: outcome.mapError { $0 as any Error })
+        } else {
+            earlyConnectOutcome = outcome
         }
     }
 
@@ -771,8 +853,7 @@ public actor MosquittoClient {
     nonisolated func connectTimedOut() {
         assumeIsolated { client in
             guard client.state == .connecting else { return }
-            client.connectWaiter?.resume(throwing: MosquittoError.connectTimeout)
-            client.connectWaiter = nil
+            client.settleConnect(.failure(.connectTimeout))
             client.abort()
             if client.state == .connecting {
                 client.connectionEnded(.error(code: Int32(MOSQ_ERR_TIMEOUT.rawValue), message: "connect timeout"))
@@ -820,11 +901,19 @@ public actor MosquittoClient {
     }
 
     fileprivate func handleSubscribed(_ mid: Int32, codes: [ReasonCode]) {
-        pendingSubscribes.removeValue(forKey: mid)?.resume(returning: codes)
+        if let waiter = pendingSubscribes.removeValue(forKey: mid) {
+            waiter.resume(returning: codes)
+        } else {
+            earlySubacks[mid] = codes
+        }
     }
 
     fileprivate func handleUnsubscribed(_ mid: Int32) {
-        pendingUnsubscribes.removeValue(forKey: mid)?.resume()
+        if let waiter = pendingUnsubscribes.removeValue(forKey: mid) {
+            waiter.resume()
+        } else {
+            earlyUnsubacks.insert(mid)
+        }
     }
 }
 
@@ -884,4 +973,5 @@ private let onUnsubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPoint
     _, userdata, mid, _ in
     client(userdata).assumeIsolated { $0.handleUnsubscribed(mid) }
 }
+
 

@@ -11,12 +11,17 @@ import Glibc
 /// `mosquitto_want_write` + `mosquitto_loop_write`, `mosquitto_loop_misc`).
 ///
 /// It never calls `mosquitto_loop`, `mosquitto_loop_forever` or `mosquitto_loop_start`:
-/// those use `select` and fail once a descriptor passes 1024. It drains every client's
-/// internal socketpair (libmosquitto writes a byte into it for every queued packet and
-/// only its own loop reads it back), so kernel memory does not pile up per client.
+/// those use `select` and fail once a descriptor passes 1024. libmosquitto writes a byte
+/// into each client's internal socketpair for every packet it queues, and only its own
+/// loop reads it back: this loop takes the pair away from the handle where it can (every
+/// 2.0.x, `SocketPairs`), so a client costs one descriptor and no wake-up writes, and
+/// otherwise drains it, so that kernel memory does not pile up per client.
 ///
 /// The loop is also the `SerialExecutor` of every `MosquittoClient` it drives: client
 /// methods run on the loop thread, next to the callbacks, so no lock guards client state.
+/// Its ``taskExecutor`` runs tasks on the loop thread too: a task started with
+/// `executorPreference: loop.taskExecutor` runs its nonisolated code there, so awaiting a
+/// client's methods costs no thread switch either way.
 /// Blocking work (name resolution, the TCP connect) runs on a separate queue.
 ///
 /// epoll watches open file descriptions, not descriptor numbers (epoll(7), Q6): a
@@ -47,9 +52,29 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     public static let shared = MosquittoEventLoop(name: "mosquitto-loop")
 
     private enum Work {
+        /// A job of a client (this loop as its serial executor).
         case job(UnownedJob)
+        /// A job of a task that prefers ``taskExecutor``, and that executor.
+        case taskJob(UnownedJob, UnownedTaskExecutor)
         case closure(@Sendable () -> Void)
     }
+
+    /// The loop as a task executor: tasks started with `executorPreference:` it run their
+    /// nonisolated code on the loop thread. (It keeps the loop alive while tasks prefer it;
+    /// the loop keeps only a weak reference, to hand out the same one while it exists.)
+    public var taskExecutor: some TaskExecutor {
+        loopTaskExecutor.withLock { cache in
+            if let existing = cache.executor { return existing }
+            let created = LoopTaskExecutor(loop: self)
+            cache.executor = created
+            return created
+        }
+    }
+
+    private struct TaskExecutorCache {
+        weak var executor: LoopTaskExecutor?
+    }
+    private let loopTaskExecutor = Mutex(TaskExecutorCache())
 
     private struct Inbox {
         var work: [Work] = []
@@ -107,6 +132,11 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         }
     }
 
+    /// Takes the jobs of tasks that prefer the loop (``taskExecutor``).
+    fileprivate func enqueueTaskJob(_ job: UnownedJob, executor: UnownedTaskExecutor) {
+        submit(.taskJob(job, executor))
+    }
+
     /// True on the loop's own thread.
     public var inLoop: Bool {
         let id = threadID.load(ordering: .acquiring)
@@ -120,6 +150,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
 
     // MARK: SerialExecutor
 
+    /// Runs a client's `job` on the loop thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         submit(.job(UnownedJob(job)))
     }
@@ -266,6 +297,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         for work in batch {
             switch work {
             case .job(let job): job.runSynchronously(on: asUnownedSerialExecutor())
+            case .taskJob(let job, let executor): job.runSynchronously(on: executor)
             case .closure(let body): body()
             }
         }
@@ -652,5 +684,19 @@ final class ClientIO {
         self.mosq = mosq
         self.slot = slot
         self.client = client
+    }
+}
+
+/// ``MosquittoEventLoop/taskExecutor``: hands the jobs of tasks that prefer it to its loop,
+/// which runs them on its thread as this task executor's.
+private final class LoopTaskExecutor: TaskExecutor {
+    let loop: MosquittoEventLoop
+
+    init(loop: MosquittoEventLoop) {
+        self.loop = loop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        loop.enqueueTaskJob(UnownedJob(job), executor: asUnownedTaskExecutor())
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Mosquitto
+import Synchronization
 import Testing
 
 /// The Swift wrapper against a real mosquitto started per test.
@@ -63,6 +64,46 @@ struct MosquittoClientTests {
         await publisher.close()
         await subscriber.close()
     }
+
+    @Test("awaited publishes from 64 tasks all complete, past the 65,535 packet ids, on the loop's executor or not",
+          arguments: [false, true])
+    func awaitedPublishesPastPacketIDWrap(onLoop: Bool) async throws {
+        let broker = try await TestBroker.start()
+        let publisher = makeClient(broker) { $0.maxInflightPublishes = 64 }
+        try await publisher.connect()
+        let tasks = 64
+        let each = 1_100  // 70,400 publishes: the packet ids wrap once
+        let completed = Mutex(0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<tasks {
+                // Isolated to the client, with a nonisolated await between publishes: the
+                // shape of a caller that lost completions while the loop ran the jobs of
+                // tasks preferring it without naming itself their task executor.
+                let body: @Sendable () async throws -> Void = {
+                    try await Self.publish(each, on: publisher, topic: "wrap/\(task)", completed: completed)
+                }
+                if onLoop {
+                    group.addTask(executorPreference: publisher.loop.taskExecutor, operation: body)
+                } else {
+                    group.addTask(operation: body)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(completed.withLock { $0 } == tasks * each)
+        #expect(await publisher.inflightPublishes == 0)
+        await publisher.close()
+    }
+
+    private static func publish(_ count: Int, on client: isolated MosquittoClient, topic: String, completed: borrowing Mutex<Int>) async throws {
+        for index in 0..<count {
+            await nonisolatedStep()
+            try await client.publish(topic: topic, payload: Array("\(index)".utf8), qos: .atLeastOnce)
+            completed.withLock { $0 += 1 }
+        }
+    }
+
+    private nonisolated static func nonisolatedStep() async {}
 
     @Test("a publish started before the client closes fails at its completion with the reason")
     func pipelinedPublishFailsOnClose() async throws {

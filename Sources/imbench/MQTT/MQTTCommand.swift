@@ -13,11 +13,13 @@ struct MQTTCommand: AsyncParsableCommand {
         commandName: "mqtt",
         abstract: "The Mosquitto wrapper's APIs against raw libmosquitto, through the same broker.",
         discussion: """
-            APIs: raw (libmosquitto called directly, mosquitto_loop_start), publish (window tasks \
-            awaiting publish, receiving through messages), start-publish (startPublish handed over \
-            from one task, completions awaited in order, receiving through messages), callbacks \
+            APIs: raw (libmosquitto called directly on a thread of its own: poll and the \
+            external-loop calls, publishing from the callbacks), publish (window tasks awaiting \
+            publish, receiving through messages), start-publish (startPublish handed over from one \
+            task, completions awaited in order, receiving through messages), callbacks \
             (startPublish with a completion callback and deliverMessages, event driven on the loop \
-            thread).
+            thread). The publish and start-publish tasks prefer the clients' loop as their task \
+            executor, as MosquittoClient's documentation recommends.
             """)
 
     @Option(help: "Messages in flight per publisher (published and not yet both acknowledged and received), at most.")

@@ -13,11 +13,12 @@ enum WrapperChatRun {
     /// How the publishers publish and the subscribers receive.
     enum API: String, CaseIterable, Sendable {
         /// `window` tasks per publisher, each awaiting `publish(...)`; received through
-        /// `messages`.
+        /// `messages`. The tasks prefer the client's loop as their executor, as the
+        /// client's documentation recommends for code that awaits it in a loop.
         case publish
         /// One task per publisher handing publishes over with `startPublish(...)` (no
         /// waiting), another awaiting their `completion(of:)` in order; received through
-        /// `messages`.
+        /// `messages`. The tasks prefer the loop as their executor.
         case startPublish = "start-publish"
         /// Event driven on the loop thread: `startPublish(..., completion:)` and
         /// `deliverMessages(to:)`, new publishes started from the callbacks (what the gateway
@@ -57,7 +58,7 @@ enum WrapperChatRun {
                         return .now
                     }
                 } else {
-                    Task { await consume(subscriber, pair: pair, ledger: ledger, window: window) }
+                    Task(executorPreference: loop.taskExecutor) { await consume(subscriber, pair: pair, ledger: ledger, window: window) }
                 }
                 _ = try await subscriber.connect()
                 try await subscriber.subscribe(topic, qos: qos)
@@ -86,7 +87,7 @@ enum WrapperChatRun {
                 "direct", title: title, settings: settings, ledger: ledger, watch: watch,
                 start: {
                     let startedAt = MonotonicClock.nanoseconds()
-                    let task = Task {
+                    let task = Task(executorPreference: loop.taskExecutor) {
                         await withTaskGroup(of: Void.self) { group in
                             for (pair, publisher) in frozenPublishers.enumerated() {
                                 let sender = Sender(
@@ -96,10 +97,10 @@ enum WrapperChatRun {
                                 case .publish:
                                     let claim = SequenceClaim()
                                     for _ in 0..<settings.window {
-                                        group.addTask { await sender.publishLoop(publisher, claim: claim) }
+                                        group.addTask(executorPreference: loop.taskExecutor) { await sender.publishLoop(publisher, claim: claim) }
                                     }
                                 case .startPublish:
-                                    group.addTask { await sender.startPublishLoop(publisher) }
+                                    group.addTask(executorPreference: loop.taskExecutor) { await sender.startPublishLoop(publisher) }
                                 case .callbacks:
                                     windows[pair].onFree { publisher.perform { sender.pump($0) } }
                                     publisher.perform { sender.pump($0) }
@@ -261,3 +262,4 @@ enum WrapperChatRun {
         }
     }
 }
+
