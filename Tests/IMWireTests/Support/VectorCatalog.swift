@@ -221,6 +221,25 @@ enum VectorCatalog {
             entry("not-logged-in-nack", "Errors", "Negative ACK: not logged in", g2c,
                   "A chat message before LOGIN: ACK with NOT_LOGGED_IN (200). The connection stays open.",
                   .ack(.refusing(sequence: 3, code: .notLoggedIn)), sequence: 0),
+            // Seed-shaped CONTROL: no OP, the first naming item in item order decides.
+            seedControl("control-implied-error", "CONTROL without OP: ERROR_CODE first",
+                        "No OP item. ERROR_CODE is the first naming item in the frame (section 4), so this is an ERROR (AUTH_FAILED, 201); the USER_ID after it is ignored.",
+                        items: [.errorCode, .userID], message: .error(ErrorNotice(code: .authFailed))),
+            seedControl("control-implied-login-ok", "CONTROL without OP: USER_ID first",
+                        "The same two items in the other order: USER_ID comes first, so this is a LOGIN_OK for `alice`; ERROR_CODE is not one of its items and is ignored.",
+                        items: [.userID, .errorCode], message: .loginOK(LoginOK(userID: "alice"))),
         ]
+    }
+
+    /// A CONTROL frame without OP holding USER_ID `alice` and ERROR_CODE 201 in the order of
+    /// `items`, as a seed-era peer would write it; the typed API writes OP instead.
+    static func seedControl(_ name: String, _ title: String, _ description: String, items: [IMTag], message: IMMessage) -> Entry {
+        var writer = TLVWriter()
+        for tag in items {
+            if tag == .userID { writer.write(.userID, string: "alice") } else { writer.write(.errorCode, integer: IMErrorCode.authFailed.rawValue) }
+        }
+        return Entry(name: name, section: "Seed-shaped CONTROL", title: title, direction: g2c, description: description,
+                     frame: IMFrame(header: IMFrameHeader(type: .control, sequence: 2, timestamp: time, sessionID: 1), body: writer.buffer),
+                     message: message, canonical: false)
     }
 }
