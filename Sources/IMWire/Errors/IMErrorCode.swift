@@ -68,6 +68,9 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
     public static let invalidTopic = IMErrorCode(303)
     /// The requested QoS is not supported.
     public static let qosNotSupported = IMErrorCode(304)
+    /// The chat's MESSAGE_ID was accepted before for another message (another recipient,
+    /// content or application items); this one was not sent. Send it with a new id.
+    public static let messageIDReused = IMErrorCode(305)
 
     // MARK: 5xx server
 
@@ -84,7 +87,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         .unsupportedEncryption, .unsupportedCompression, .decompressionFailed,
         .notLoggedIn, .authFailed, .tokenExpired, .forbidden, .invalidUserID, .loginTimeout, .idleTimeout,
         .sessionTakenOver, .alreadyLoggedIn,
-        .badRequest, .unknownOperation, .rateLimited, .invalidTopic, .qosNotSupported,
+        .badRequest, .unknownOperation, .rateLimited, .invalidTopic, .qosNotSupported, .messageIDReused,
         .internalError, .serverShuttingDown, .brokerUnavailable,
     ]
 
@@ -124,6 +127,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         302: ("RATE_LIMITED", false, "Too many frames or requests; retry later."),
         303: ("INVALID_TOPIC", false, "The topic or filter is invalid or outside the allowed topic space."),
         304: ("QOS_NOT_SUPPORTED", false, "The requested QoS is not supported."),
+        305: ("MESSAGE_ID_REUSED", false, "The MESSAGE_ID was accepted before for another message (recipient or content); this one was not sent."),
         500: ("INTERNAL_ERROR", false, "An unexpected failure in the gateway."),
         501: ("SERVER_SHUTTING_DOWN", true, "The gateway is shutting down (KICK reason)."),
         502: ("BROKER_UNAVAILABLE", false, "The broker did not accept the message; resend it later."),

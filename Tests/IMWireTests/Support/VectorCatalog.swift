@@ -130,6 +130,10 @@ enum VectorCatalog {
             entry("chat-nack", "Chat", "Negative ACK of a chat message", g2c,
                   "ACK of sequence 5 with ERROR_CODE FORBIDDEN (203) and a message: the message was not sent.",
                   .ack(.refusing(sequence: 5, code: .forbidden, message: "bob does not accept messages from alice")), sequence: 0),
+            entry("chat-id-reused", "Chat", "Negative ACK: message id reused", g2c,
+                  "ACK of sequence 7, a chat with MESSAGE_ID `m-0001` and other content than the `m-0001` the gateway accepted before: MESSAGE_ID_REUSED (305). Nothing was sent; send it with a new id.",
+                  .ack(.refusing(sequence: 7, code: .messageIDReused, message: "message id m-0001 was already used for another message")),
+                  sequence: 0),
             // Delivery
             entry("delivery", "Delivery", "Delivery to bob's device", g2c,
                   "DATA with FROM `alice`, MESSAGE_ID, SERVER_TIME and the content, on bob's connection (gateway sequence 3).",
