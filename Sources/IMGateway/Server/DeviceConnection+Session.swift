@@ -297,8 +297,9 @@ extension DeviceConnection {
                 downlink.enqueue(DownlinkEntry(message: .presence(notice)), class: .presence, coalescingKey: message.topic)
             }
         case .receipts:
-            // (Acknowledged at once on the MQTT loop: DeviceSession.attach(to:).)
-            if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notices = try? payload.notices() {
+            // (Acknowledged at once on the MQTT loop: DeviceSession.attach(to:).) Not for a
+            // device that logged in with RECEIPT_NOTICES = 0.
+            if session.receiptNotices, let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notices = try? payload.notices() {
                 for notice in notices { downlink.enqueue(DownlinkEntry(message: .receiptNotice(notice)), class: .receipt) }
             }
         default:
