@@ -49,7 +49,8 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
     public static let invalidUserID = IMErrorCode(204)
     /// No LOGIN arrived in time after the connection opened.
     public static let loginTimeout = IMErrorCode(205)
-    /// No frame arrived within the idle timeout.
+    /// No frame arrived within the idle timeout, or a delivery was not ACKed within the
+    /// delivery ACK timeout (KICK reason; the KICK's message says which).
     public static let idleTimeout = IMErrorCode(206)
     /// The same device logged in on another connection.
     public static let sessionTakenOver = IMErrorCode(207)
@@ -119,7 +120,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         203: ("FORBIDDEN", false, "The user may not do this (topic, audience, watched user)."),
         204: ("INVALID_USER_ID", false, "A user or device id is empty, too long or contains / + # or NUL."),
         205: ("LOGIN_TIMEOUT", true, "No LOGIN arrived in time after the connection opened."),
-        206: ("IDLE_TIMEOUT", true, "No frame arrived within the idle timeout."),
+        206: ("IDLE_TIMEOUT", true, "No frame arrived within the idle timeout, or a DELIVERY (or QoS 1/2 PUBLISH) was not ACKed within the delivery ACK timeout (KICK reason; ERROR_MESSAGE says which)."),
         207: ("SESSION_TAKEN_OVER", true, "The same device logged in on another connection (KICK reason)."),
         208: ("ALREADY_LOGGED_IN", false, "LOGIN on a connection that is already logged in."),
         300: ("BAD_REQUEST", false, "A required item is missing or an item's value is invalid."),
