@@ -57,6 +57,11 @@ extension IMClient {
         public var outboxStore: (any OutboxStore)?
         /// How many received messages are remembered to drop redeliveries. Default 4096.
         public var dedupWindow: Int
+        /// Whether the gateway sends this device delivered and read notices of the messages
+        /// its user sent (``IMClient/Event/receipt(_:)``). Default `true`; `false` asks for none
+        /// at LOGIN (RECEIPT_NOTICES = 0, PROTOCOL.md 6.5), e.g. for a device that shows no
+        /// ticks. Read receipts this device sends are not affected.
+        public var receiptNotices: Bool
 
         /// A configuration for `token`, with the defaults for everything else.
         public init(
@@ -76,7 +81,8 @@ extension IMClient {
             backoff: ReconnectBackoff = .init(),
             maxInFlight: Int = 64,
             outboxStore: (any OutboxStore)? = nil,
-            dedupWindow: Int = 4096
+            dedupWindow: Int = 4096,
+            receiptNotices: Bool = true
         ) {
             self.host = host
             self.port = port
@@ -95,6 +101,7 @@ extension IMClient {
             self.maxInFlight = maxInFlight
             self.outboxStore = outboxStore
             self.dedupWindow = dedupWindow
+            self.receiptNotices = receiptNotices
         }
 
         /// The heartbeat interval assumed when LOGIN_OK announces none (PROTOCOL.md 6.2).

@@ -139,7 +139,9 @@ extension IMClient {
     /// The transport of `generation` is open: log in.
     func transportOpened(generation: Int) {
         guard generation == self.generation, let connection, machine.state == .connecting else { return }
-        let login = LoginRequest(token: configuration.token, deviceID: configuration.deviceID)
+        // RECEIPT_NOTICES only to turn them off: absent means on.
+        let login = LoginRequest(token: configuration.token, deviceID: configuration.deviceID,
+                                 receiptNotices: configuration.receiptNotices ? nil : false)
         write(IMMessage.login(login).frame(sequence: nextSequence(), timestamp: Self.unixSeconds(), sessionID: Self.sessionID), on: connection)
     }
 

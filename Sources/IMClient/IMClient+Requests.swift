@@ -8,10 +8,12 @@ extension IMClient {
     /// Sends a text message to `user` and returns once the gateway has accepted it (its
     /// broker has it), however many retransmissions and reconnects that takes.
     ///
-    /// - Parameter messageID: Unique per sender; kept across retransmissions, so the
-    ///   recipient gets the message once. Default: a new UUID.
-    /// - Throws: ``IMClientError/refused(_:_:)`` (e.g. INVALID_USER_ID, FORBIDDEN; RATE_LIMITED
-    ///   and BROKER_UNAVAILABLE are retried until ``Configuration/sendTimeout``),
+    /// - Parameter messageID: Unique per sending user (across all of the user's devices); kept
+    ///   across retransmissions, so the recipient gets the message once. Default: a new UUID.
+    /// - Throws: ``IMClientError/refused(_:_:)`` (e.g. INVALID_USER_ID, FORBIDDEN;
+    ///   MESSAGE_ID_REUSED when the gateway accepted `messageID` for another message lately:
+    ///   nothing was sent, send it with a new id; RATE_LIMITED and BROKER_UNAVAILABLE are
+    ///   retried until ``Configuration/sendTimeout``),
     ///   ``IMClientError/timeout`` (not accepted within ``Configuration/sendTimeout``), or
     ///   ``IMClientError/disconnected`` (the client was closed, kicked or logged out first).
     @discardableResult

@@ -12,7 +12,7 @@ public enum IMClientError: Error, Hashable, Sendable, CustomStringConvertible {
     /// INVALID_USER_ID, ...) and closed the connection.
     case loginRefused(IMErrorCode, String?)
     /// The gateway refused a request with a negative ACK (FORBIDDEN, INVALID_USER_ID,
-    /// RATE_LIMITED, BROKER_UNAVAILABLE, ...); the connection stays open.
+    /// MESSAGE_ID_REUSED, RATE_LIMITED, BROKER_UNAVAILABLE, ...); the connection stays open.
     case refused(IMErrorCode, String?)
     /// No answer within ``IMClient/Configuration/ackTimeout``. The request may still have
     /// reached the gateway: resend a chat message with the same id.

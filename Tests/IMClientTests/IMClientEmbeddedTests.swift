@@ -80,11 +80,7 @@ struct IMClientEmbeddedTests {
         let network = ScriptedNetwork()
         let client = Task { try await IMClient.connect(network.configuration, dialer: network.dialer) }
         let gateway = try await network.nextDial()
-        let (login, message) = try await gateway.next()
-        guard case .login(let request) = message else {
-            Issue.record("expected LOGIN, got \(message)")
-            return
-        }
+        let (login, request) = try await gateway.login()
         #expect(request.token == "token")
         #expect(request.deviceID == "phone")
         try await gateway.write(.error(ErrorNotice(code: .tokenExpired, message: "expired", refSequence: login.header.sequence)))
@@ -421,10 +417,16 @@ struct ScriptedGateway: Sendable {
         try await channel.writeInbound(message.frame(sequence: sequence, timestamp: 1_700_000_000, sessionID: IMClient.sessionID))
     }
 
+    /// The LOGIN the client wrote.
+    func login() async throws -> (IMFrame, LoginRequest) {
+        let (frame, message) = try await next()
+        guard case .login(let request) = message else { throw IMClientError.protocolViolation("expected LOGIN, got \(message)") }
+        return (frame, request)
+    }
+
     /// Reads LOGIN and answers LOGIN_OK for alice.
     func acceptLogin() async throws {
-        let (frame, message) = try await next()
-        guard case .login = message else { throw IMClientError.protocolViolation("expected LOGIN, got \(message)") }
+        let (frame, _) = try await login()
         try await write(.loginOK(LoginOK(userID: "alice", deviceID: "phone", serverTime: 1, heartbeatInterval: 300, refSequence: frame.header.sequence)))
     }
 }

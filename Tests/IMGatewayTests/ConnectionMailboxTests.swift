@@ -18,7 +18,7 @@ struct ConnectionMailboxTests {
     }
 
     static func published(_ messageID: String, sequence: UInt32, session: UInt16 = 1) -> ConnectionMailbox.Mail {
-        .published(ConnectionMailbox.ChatTicket(messageID: messageID, sequence: sequence, sessionID: session, serverTime: 0), .success(()))
+        .published(ConnectionMailbox.ChatTicket(messageID: messageID, fingerprint: ChatFingerprint(rawValue: 0), sequence: sequence, sessionID: session, serverTime: 0), .success(()))
     }
 
     /// A comparable name for a piece of mail.
@@ -53,7 +53,7 @@ struct ConnectionMailboxTests {
         mailbox.post(Self.message("a"))
         mailbox.post(Self.published("c1", sequence: 1))
         mailbox.post(.published(
-            ConnectionMailbox.ChatTicket(messageID: "c2", sequence: 2, sessionID: 1, serverTime: 0),
+            ConnectionMailbox.ChatTicket(messageID: "c2", fingerprint: ChatFingerprint(rawValue: 0), sequence: 2, sessionID: 1, serverTime: 0),
             .failure(.publishRejected(.notAuthorized))))
         mailbox.post(Self.message("b"))
         mailbox.post(.lost(.broker(.sessionTakenOver)))

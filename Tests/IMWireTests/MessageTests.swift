@@ -61,6 +61,37 @@ struct MessageTests {
         #expect(try IMMessage(frame: frame).operation == expected)
     }
 
+    static let itemOrders: [([IMTag], IMOperation)] = [
+        ([.errorCode, .userID], .error),
+        ([.userID, .errorCode], .loginOK),
+        ([.versionRequest, .authToken], .hello),
+        ([.authToken, .versionRequest], .login),
+        ([IMTag(0x7777), .errorCode, .versionResponse], .error),
+    ]
+
+    @Test("without OP, the first naming item in item order decides a CONTROL frame's operation", arguments: itemOrders)
+    func impliedControlItemOrder(tags: [IMTag], expected: IMOperation) throws {
+        var writer = TLVWriter()
+        for tag in tags {
+            switch tag {
+            case .versionRequest, .versionResponse: writer.write(tag, version: .current, features: [])
+            case .errorCode: writer.write(tag, integer: IMErrorCode.authFailed.rawValue)
+            default: writer.write(tag, string: "alice")
+            }
+        }
+        let fields = try TLVFields(parsing: writer.buffer)
+        #expect(try IMOperation.of(type: .control, fields: fields) == expected)
+    }
+
+    @Test("every CONTROL message the typed API writes starts with OP, so item order never decides", arguments: names)
+    func controlWritesOperationFirst(name: String) throws {
+        let entry = try #require(VectorCatalog.entries.first { $0.name == name })
+        guard let body = entry.message.body, type(of: body).frameType == .control else { return }
+        let first = try #require(try TLVFields(parsing: body.body()).items.first)
+        #expect(first.tag == .operation)
+        #expect(try first.integer(as: UInt16.self) == type(of: body).operation.rawValue)
+    }
+
     @Test("operations must match the frame type")
     func operationFrameType() throws {
         var writer = TLVWriter()

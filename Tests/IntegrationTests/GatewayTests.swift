@@ -202,11 +202,18 @@ struct GatewayTests {
             return
         }
         #expect(delivery.resend == false)
-        // No ACK: the gateway gives up on this connection.
+        // No ACK: the gateway gives up on this connection, with a KICK that says why.
+        var kicks: [Kick] = []
         var closed = false
         while !closed {
-            do { _ = try await bob.frames.next(within: 10, "the close") } catch { closed = true }
+            do {
+                let frame = try await bob.frames.next(within: 10, "the kick and the close")
+                if case .kick(let kick) = try IMMessage(frame: frame) { kicks.append(kick) }
+            } catch {
+                closed = true
+            }
         }
+        #expect(kicks == [Kick(reason: .idleTimeout, message: "delivery not acknowledged within 2 s")])
         let again = try await gateway.device("bob", device: "phone")
         let (frame, second) = try await again.next(within: 10, "the redelivery")
         guard case .delivery(let redelivered) = second else {
@@ -471,6 +478,16 @@ struct GatewayTests {
             return
         }
         #expect(notice.code == .loginTimeout)
+        await #expect(throws: TestError.self) { _ = try await device.frames.next(within: 10, "the close") }
+        await gateway.stop()
+    }
+
+    @Test("a logged-in device that sends nothing is kicked with IDLE_TIMEOUT, whose text names the silence")
+    func idleTimeout() async throws {
+        let gateway = try await TestGateway.start { $0.limits.idleTimeout = 3 }
+        let device = try await gateway.device("gina", device: "phone")
+        let (_, message) = try await device.next(within: 10, "the kick")
+        #expect(message == .kick(Kick(reason: .idleTimeout, message: "nothing received for 3 s")))
         await #expect(throws: TestError.self) { _ = try await device.frames.next(within: 10, "the close") }
         await gateway.stop()
     }

@@ -2,13 +2,18 @@
 public enum DedupDecision: Hashable, Sendable {
     /// Not seen in the window: publish it.
     case new
-    /// Accepted before: ACK it again (with the earlier SERVER_TIME, if it was recorded) and do
-    /// not publish it twice.
+    /// Accepted before for the same message (same fingerprint): a resend. ACK it again (with
+    /// the earlier SERVER_TIME, if it was recorded) and do not publish it twice.
     case duplicate(serverTime: UInt64?)
+    /// Accepted before for another message (another fingerprint): the sender reused the id.
+    /// Refuse it (MESSAGE_ID_REUSED) and publish nothing.
+    case reused
 }
 
-/// The message ids each sender had accepted recently, to ACK a resent message without
-/// publishing it twice (docs/PROTOCOL.md section 10: clients resend with the same id).
+/// The message ids each sender had accepted recently, with the ``ChatFingerprint`` of the
+/// message each named, to ACK a resent message without publishing it twice
+/// (docs/PROTOCOL.md 6.3 and 10: clients resend with the same id) and to refuse an id that
+/// comes back naming another message, instead of ACKing that message and losing it.
 ///
 /// Bounded twice: at most ``maxIDsPerSender`` ids per sender (the oldest go first) and ids
 /// older than ``maxAge`` seconds are forgotten. Expired ids of one sender go when that sender
@@ -19,9 +24,11 @@ public enum DedupDecision: Hashable, Sendable {
 /// back only keeps ids longer).
 ///
 /// ```swift
-/// switch window.check(sender: user, id: chat.messageID, now: now) {
+/// let fingerprint = ChatFingerprint(chat)
+/// switch window.check(sender: user, id: chat.messageID, fingerprint: fingerprint, now: now) {
 /// case .duplicate(let serverTime): ack(serverTime)       // no second publish
-/// case .new: publish(); window.record(sender: user, id: chat.messageID, serverTime: t, now: now)
+/// case .reused: refuse(.messageIDReused)                  // nor a first one
+/// case .new: publish(); window.record(sender: user, id: chat.messageID, fingerprint: fingerprint, serverTime: t, now: now)
 /// }
 /// ```
 public struct DedupWindow: Sendable {
@@ -40,9 +47,10 @@ public struct DedupWindow: Sendable {
         self.maxAge = maxAge
     }
 
-    /// Whether `id` from `sender` was recorded within the window. Does not record it: record
-    /// once the message was really accepted, so that a failed publish can be retried.
-    public mutating func check(sender: String, id: String, now: Double) -> DedupDecision {
+    /// Whether `id` from `sender` was recorded within the window, and if so whether for the
+    /// message with `fingerprint`. Does not record it: record once the message was really
+    /// accepted, so that a failed publish can be retried.
+    public mutating func check(sender: String, id: String, fingerprint: ChatFingerprint, now: Double) -> DedupDecision {
         self.sweepIfDue(now: now)
         guard let index = self.senders.index(forKey: sender) else { return .new }
         // Mutated in place (through the dictionary's storage): copying a sender's window out
@@ -52,19 +60,21 @@ public struct DedupWindow: Sendable {
             self.senders.remove(at: index)
             return .new
         }
-        guard let serverTime = self.senders.values[index].serverTimes[id] else { return .new }
-        return .duplicate(serverTime: serverTime)
+        guard let earlier = self.senders.values[index].records[id] else { return .new }
+        return earlier.fingerprint == fingerprint ? .duplicate(serverTime: earlier.serverTime) : .reused
     }
 
-    /// Remembers that `id` from `sender` was accepted at `now` (with the SERVER_TIME it was
-    /// given, for ACKs of resends). Recording an id again keeps the first record.
-    public mutating func record(sender: String, id: String, serverTime: UInt64? = nil, now: Double) {
+    /// Remembers that `id` from `sender` was accepted at `now` for the message with
+    /// `fingerprint` (with the SERVER_TIME it was given, for ACKs of resends). Recording an id
+    /// again keeps the first record.
+    public mutating func record(sender: String, id: String, fingerprint: ChatFingerprint, serverTime: UInt64? = nil, now: Double) {
         self.sweepIfDue(now: now)
         let cutoff = now - self.maxAge
         let limit = self.maxIDsPerSender
         // In place, like `check`: no copy of the sender's window per message.
         self.senders[sender, default: SenderWindow()].expire(before: cutoff)
-        self.senders[sender, default: SenderWindow()].insert(id, serverTime: serverTime, at: now, limit: limit)
+        self.senders[sender, default: SenderWindow()].insert(
+            id, Record(fingerprint: fingerprint, serverTime: serverTime), at: now, limit: limit)
     }
 
     /// Forgets every id older than ``maxAge`` and every sender left without ids.
@@ -93,27 +103,33 @@ public struct DedupWindow: Sendable {
     }
 }
 
+/// What an accepted id named.
+private struct Record: Sendable {
+    var fingerprint: ChatFingerprint
+    var serverTime: UInt64?
+}
+
 /// One sender's ids, oldest first.
 private struct SenderWindow: Sendable {
     var order = FIFO<(id: String, recordedAt: Double)>()
-    var serverTimes: [String: UInt64?] = [:]
+    var records: [String: Record] = [:]
 
     var isEmpty: Bool { self.order.isEmpty }
     var count: Int { self.order.count }
 
-    mutating func insert(_ id: String, serverTime: UInt64?, at now: Double, limit: Int) {
-        guard self.serverTimes[id] == nil else { return }
-        self.serverTimes[id] = .some(serverTime)
+    mutating func insert(_ id: String, _ record: Record, at now: Double, limit: Int) {
+        guard self.records[id] == nil else { return }
+        self.records[id] = record
         self.order.append((id, now))
         while self.order.count > limit, let oldest = self.order.popFirst() {
-            self.serverTimes[oldest.id] = nil
+            self.records[oldest.id] = nil
         }
     }
 
     mutating func expire(before cutoff: Double) {
         while let oldest = self.order.first, oldest.recordedAt <= cutoff {
             _ = self.order.popFirst()
-            self.serverTimes[oldest.id] = nil
+            self.records[oldest.id] = nil
         }
     }
 }

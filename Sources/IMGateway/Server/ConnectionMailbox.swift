@@ -21,6 +21,8 @@ final class ConnectionMailbox: Sendable {
     /// What a chat message's ACK needs once the broker has it.
     struct ChatTicket: Sendable {
         var messageID: String
+        /// For the de-duplication window, once the broker has it.
+        var fingerprint: ChatFingerprint
         var sequence: UInt32
         var sessionID: UInt16
         var serverTime: UInt64

@@ -53,7 +53,7 @@ extension DeviceConnection {
         case .success(let identity): (user, device) = identity
         case .failure(let refusal): return .refused(refusal.code, refusal.message)
         }
-        let session = DeviceSession(user: user, device: device, context: gateway)
+        let session = DeviceSession(user: user, device: device, receiptNotices: request.receiptNotices ?? true, context: gateway)
         // Before connecting: a resumed session's queued messages follow CONNACK at once.
         await session.attach(to: mailbox)
         let registration = await gateway.registry.register(user: user, device: device, leave: leave)

@@ -78,7 +78,8 @@ extension DeviceConnection {
     // MARK: Chat: the fast path
 
     /// Validates a chat message and gathers it for ``startUplink()``; a resent id that was
-    /// already accepted is ACKed at once without publishing again.
+    /// already accepted is ACKed at once without publishing again, one accepted for another
+    /// message is refused.
     private func startChat(_ chat: ChatSend, _ header: IMFrameHeader) {
         guard let session else { return }
         do {
@@ -87,14 +88,24 @@ extension DeviceConnection {
             reply(Ack.refusing(sequence: header.sequence, code: .invalidUserID, message: "\(error)"), to: header)
             return
         }
-        if let earlier = gateway.dedup.accepted(user: session.user, id: chat.messageID) {
+        let fingerprint = ChatFingerprint(chat)
+        switch gateway.dedup.check(user: session.user, id: chat.messageID, fingerprint: fingerprint) {
+        case .new:
+            break
+        case .duplicate(let earlier):
             reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: earlier), to: header)
+            return
+        case .reused:
+            logger.notice("message id reused for another message: refused", metadata: ["message-id": "\(chat.messageID)", "to": "\(chat.to)"])
+            reply(Ack.refusing(sequence: header.sequence, code: .messageIDReused,
+                message: "message id \(chat.messageID) was already used for another message"), to: header)
             return
         }
         let serverTime = unixMilliseconds()
         chatsToStart.append(ChatStart(
             publish: session.chatPublish(chat, serverTime: serverTime),
-            ticket: .init(messageID: chat.messageID, sequence: header.sequence, sessionID: header.sessionID, serverTime: serverTime)))
+            ticket: .init(messageID: chat.messageID, fingerprint: fingerprint, sequence: header.sequence, sessionID: header.sessionID,
+                          serverTime: serverTime)))
     }
 
     /// Hands what this read burst (or mailbox batch) gathered to the MQTT client, in one
@@ -231,7 +242,7 @@ extension DeviceConnection {
         guard let session else { return }
         switch outcome {
         case .success:
-            gateway.dedup.record(user: session.user, id: ticket.messageID, serverTime: ticket.serverTime)
+            gateway.dedup.record(user: session.user, id: ticket.messageID, fingerprint: ticket.fingerprint, serverTime: ticket.serverTime)
             write(Ack(sequence: ticket.sequence, messageID: ticket.messageID, serverTime: ticket.serverTime)
                 .frame(timestamp: timestamp, sessionID: ticket.sessionID))
         case .failure(let error):
@@ -286,8 +297,9 @@ extension DeviceConnection {
                 downlink.enqueue(DownlinkEntry(message: .presence(notice)), class: .presence, coalescingKey: message.topic)
             }
         case .receipts:
-            // (Acknowledged at once on the MQTT loop: DeviceSession.attach(to:).)
-            if let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notices = try? payload.notices() {
+            // (Acknowledged at once on the MQTT loop: DeviceSession.attach(to:).) Not for a
+            // device that logged in with RECEIPT_NOTICES = 0.
+            if session.receiptNotices, let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notices = try? payload.notices() {
                 for notice in notices { downlink.enqueue(DownlinkEntry(message: .receiptNotice(notice)), class: .receipt) }
             }
         default:

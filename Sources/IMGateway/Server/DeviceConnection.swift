@@ -297,7 +297,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     func deliveryOverdue(_ age: Duration) {
         guard machine.state == .loggedIn else { return }
         logger.notice("delivery not ACKed in time: closing", metadata: ["waited": "\(age)"])
-        closeMessage = "delivery not acknowledged within \(gateway.deliveryWatchdog.timeout)"
+        // The KICK's text: IDLE_TIMEOUT also means plain silence ("nothing received for ...").
+        closeMessage = "delivery not acknowledged within \(gateway.configuration.limits.deliveryAckTimeout) s"
         perform(machine.handle(.idleTimeout))
     }
 

@@ -9,12 +9,16 @@ import Mosquitto
 final class DeviceSession: Sendable {
     let user: String
     let device: String
+    /// LOGIN's RECEIPT_NOTICES: whether receipts on the user's receipts topic are forwarded
+    /// to the device (they are acknowledged to the broker at once either way).
+    let receiptNotices: Bool
     let client: MosquittoClient
     private let context: GatewayContext
 
-    init(user: String, device: String, context: GatewayContext) {
+    init(user: String, device: String, receiptNotices: Bool = true, context: GatewayContext) {
         self.user = user
         self.device = device
+        self.receiptNotices = receiptNotices
         self.context = context
         let broker = context.configuration.broker
         var configuration = context.broker.clientConfiguration(clientID: context.topics.mqttClientID(user: user, device: device))

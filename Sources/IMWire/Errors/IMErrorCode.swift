@@ -49,7 +49,8 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
     public static let invalidUserID = IMErrorCode(204)
     /// No LOGIN arrived in time after the connection opened.
     public static let loginTimeout = IMErrorCode(205)
-    /// No frame arrived within the idle timeout.
+    /// No frame arrived within the idle timeout, or a delivery was not ACKed within the
+    /// delivery ACK timeout (KICK reason; the KICK's message says which).
     public static let idleTimeout = IMErrorCode(206)
     /// The same device logged in on another connection.
     public static let sessionTakenOver = IMErrorCode(207)
@@ -68,6 +69,9 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
     public static let invalidTopic = IMErrorCode(303)
     /// The requested QoS is not supported.
     public static let qosNotSupported = IMErrorCode(304)
+    /// The chat's MESSAGE_ID was accepted before for another message (another recipient,
+    /// content or application items); this one was not sent. Send it with a new id.
+    public static let messageIDReused = IMErrorCode(305)
 
     // MARK: 5xx server
 
@@ -84,7 +88,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         .unsupportedEncryption, .unsupportedCompression, .decompressionFailed,
         .notLoggedIn, .authFailed, .tokenExpired, .forbidden, .invalidUserID, .loginTimeout, .idleTimeout,
         .sessionTakenOver, .alreadyLoggedIn,
-        .badRequest, .unknownOperation, .rateLimited, .invalidTopic, .qosNotSupported,
+        .badRequest, .unknownOperation, .rateLimited, .invalidTopic, .qosNotSupported, .messageIDReused,
         .internalError, .serverShuttingDown, .brokerUnavailable,
     ]
 
@@ -116,7 +120,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         203: ("FORBIDDEN", false, "The user may not do this (topic, audience, watched user)."),
         204: ("INVALID_USER_ID", false, "A user or device id is empty, too long or contains / + # or NUL."),
         205: ("LOGIN_TIMEOUT", true, "No LOGIN arrived in time after the connection opened."),
-        206: ("IDLE_TIMEOUT", true, "No frame arrived within the idle timeout."),
+        206: ("IDLE_TIMEOUT", true, "No frame arrived within the idle timeout, or a DELIVERY (or QoS 1/2 PUBLISH) was not ACKed within the delivery ACK timeout (KICK reason; ERROR_MESSAGE says which)."),
         207: ("SESSION_TAKEN_OVER", true, "The same device logged in on another connection (KICK reason)."),
         208: ("ALREADY_LOGGED_IN", false, "LOGIN on a connection that is already logged in."),
         300: ("BAD_REQUEST", false, "A required item is missing or an item's value is invalid."),
@@ -124,6 +128,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         302: ("RATE_LIMITED", false, "Too many frames or requests; retry later."),
         303: ("INVALID_TOPIC", false, "The topic or filter is invalid or outside the allowed topic space."),
         304: ("QOS_NOT_SUPPORTED", false, "The requested QoS is not supported."),
+        305: ("MESSAGE_ID_REUSED", false, "The MESSAGE_ID was accepted before for another message (recipient or content); this one was not sent."),
         500: ("INTERNAL_ERROR", false, "An unexpected failure in the gateway."),
         501: ("SERVER_SHUTTING_DOWN", true, "The gateway is shutting down (KICK reason)."),
         502: ("BROKER_UNAVAILABLE", false, "The broker did not accept the message; resend it later."),

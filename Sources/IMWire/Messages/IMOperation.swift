@@ -97,8 +97,10 @@ extension IMOperation {
     /// The operation of a frame: its operation item, or the one its type and items imply.
     ///
     /// Implied: DATA with TO → CHAT, with FROM → DELIVERY; READ_RECEIPT with TO → RECEIPT,
-    /// with FROM → RECEIPT_NOTICE; CONTROL with VERSION_REQUEST → HELLO, VERSION_RESPONSE →
-    /// HELLO_OK, AUTH_TOKEN → LOGIN, USER_ID → LOGIN_OK, ERROR_CODE → ERROR (first match wins).
+    /// with FROM → RECEIPT_NOTICE (TO wins when both are present). A CONTROL frame is named by
+    /// the first of VERSION_REQUEST → HELLO, VERSION_RESPONSE → HELLO_OK, AUTH_TOKEN → LOGIN,
+    /// USER_ID → LOGIN_OK, ERROR_CODE → ERROR **in the order the items appear in the frame**:
+    /// CONTROL{ERROR_CODE, USER_ID} is an ERROR, CONTROL{USER_ID, ERROR_CODE} a LOGIN_OK.
     /// - Returns: `nil` for HEARTBEAT and ACK, which have no operation.
     /// - Throws: ``IMWireError/unknownOperation(type:operation:)`` for an operation unknown for the type.
     public static func of(type: IMFrameType, fields: TLVFields) throws(IMWireError) -> IMOperation? {
@@ -113,18 +115,25 @@ extension IMOperation {
                 }
                 return operation
             }
-            let implied: [(IMTag, IMOperation)]
             switch type {
-            case .data: implied = [(.to, .chat), (.from, .delivery)]
-            case .readReceipt: implied = [(.to, .receipt), (.from, .receiptNotice)]
+            case .data:
+                if fields[.to] != nil { return .chat }
+                if fields[.from] != nil { return .delivery }
+            case .readReceipt:
+                if fields[.to] != nil { return .receipt }
+                if fields[.from] != nil { return .receiptNotice }
             default:
-                implied = [
-                    (.versionRequest, .hello), (.versionResponse, .helloOK), (.authToken, .login),
-                    (.userID, .loginOK), (.errorCode, .error),
-                ]
+                // Item order, not the order of this list (PROTOCOL.md section 4).
+                for item in fields.items {
+                    if let operation = Self.impliedByControlItem[item.tag] { return operation }
+                }
             }
-            for (tag, operation) in implied where fields[tag] != nil { return operation }
             throw .unknownOperation(type: type, operation: nil)
         }
     }
+
+    /// The items that name a seed-shaped CONTROL frame's operation (the frame has no OP item).
+    private static let impliedByControlItem: [IMTag: IMOperation] = [
+        .versionRequest: .hello, .versionResponse: .helloOK, .authToken: .login, .userID: .loginOK, .errorCode: .error,
+    ]
 }

@@ -10,20 +10,27 @@ public struct LoginRequest: IMMessageBody {
     public var token: String
     /// The device id; the gateway assigns one if absent.
     public var deviceID: String?
+    /// Whether the gateway sends this device RECEIPT_NOTICE frames (delivered and read
+    /// notices of messages its user sent): `false` asks for none. `nil`: the item is absent,
+    /// which means `true`.
+    public var receiptNotices: Bool?
 
     /// Creates a LOGIN.
-    public init(token: String, deviceID: String? = nil) {
+    public init(token: String, deviceID: String? = nil, receiptNotices: Bool? = nil) {
         self.token = token
         self.deviceID = deviceID
+        self.receiptNotices = receiptNotices
     }
 
     public init(fields: TLVFields) throws(IMWireError) {
         self.token = try fields.string(.authToken, length: IMWire.tokenLength)
         self.deviceID = try fields.optionalIdentifier(.deviceID)
+        self.receiptNotices = try fields.optionalFlag(.receiptNotices)
     }
 
     public func write(to writer: inout TLVWriter) {
         writer.write(.authToken, string: self.token)
         if let deviceID { writer.write(.deviceID, string: deviceID) }
+        if let receiptNotices { writer.write(.receiptNotices, flag: receiptNotices) }
     }
 }

@@ -62,7 +62,11 @@ extension TLVFields {
     }
 
     func flag(_ tag: IMTag) throws(IMWireError) -> Bool {
-        guard let item = try self.optional(tag) else { return false }
+        try self.optionalFlag(tag) ?? false
+    }
+
+    func optionalFlag(_ tag: IMTag) throws(IMWireError) -> Bool? {
+        guard let item = try self.optional(tag) else { return nil }
         return try item.flag()
     }
 

@@ -68,6 +68,9 @@ extension IMTag {
     public static let heartbeatInterval: IMTag = 0x0107
     /// The receiver's body limit in bytes (u32).
     public static let maxBodyLength: IMTag = 0x0108
+    /// In LOGIN (u8 flag): 1 (the default when absent) sends this device RECEIPT_NOTICE frames,
+    /// 0 does not.
+    public static let receiptNotices: IMTag = 0x0109
 
     // MARK: Messaging (0x0200–0x02FF)
 

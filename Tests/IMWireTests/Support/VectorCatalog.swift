@@ -106,6 +106,9 @@ enum VectorCatalog {
             entry("login", "Login", "LOGIN with a token and a device id", c2g,
                   "AUTH_TOKEN is an HS256 JWT (sub `alice`, test secret `imgw-test-secret`); DEVICE_ID `phone-1`.",
                   .login(LoginRequest(token: token, deviceID: "phone-1")), sequence: 2),
+            entry("login-no-receipts", "Login", "LOGIN asking for no receipt notices", c2g,
+                  "RECEIPT_NOTICES 0: the gateway sends this device (`watch-1`) no RECEIPT_NOTICE frames (section 6.5). Absent or 1: it does.",
+                  .login(LoginRequest(token: token, deviceID: "watch-1", receiptNotices: false)), sequence: 2),
             entry("login-ok", "Login", "LOGIN_OK", g2c,
                   "User `alice`, device `phone-1`, server time, heartbeat every 30 s; answers sequence 2.",
                   .loginOK(LoginOK(userID: "alice", deviceID: "phone-1", serverTime: serverTime, heartbeatInterval: 30, refSequence: 2)),
@@ -130,6 +133,10 @@ enum VectorCatalog {
             entry("chat-nack", "Chat", "Negative ACK of a chat message", g2c,
                   "ACK of sequence 5 with ERROR_CODE FORBIDDEN (203) and a message: the message was not sent.",
                   .ack(.refusing(sequence: 5, code: .forbidden, message: "bob does not accept messages from alice")), sequence: 0),
+            entry("chat-id-reused", "Chat", "Negative ACK: message id reused", g2c,
+                  "ACK of sequence 7, a chat with MESSAGE_ID `m-0001` and other content than the `m-0001` the gateway accepted before: MESSAGE_ID_REUSED (305). Nothing was sent; send it with a new id.",
+                  .ack(.refusing(sequence: 7, code: .messageIDReused, message: "message id m-0001 was already used for another message")),
+                  sequence: 0),
             // Delivery
             entry("delivery", "Delivery", "Delivery to bob's device", g2c,
                   "DATA with FROM `alice`, MESSAGE_ID, SERVER_TIME and the content, on bob's connection (gateway sequence 3).",
@@ -221,6 +228,25 @@ enum VectorCatalog {
             entry("not-logged-in-nack", "Errors", "Negative ACK: not logged in", g2c,
                   "A chat message before LOGIN: ACK with NOT_LOGGED_IN (200). The connection stays open.",
                   .ack(.refusing(sequence: 3, code: .notLoggedIn)), sequence: 0),
+            // Seed-shaped CONTROL: no OP, the first naming item in item order decides.
+            seedControl("control-implied-error", "CONTROL without OP: ERROR_CODE first",
+                        "No OP item. ERROR_CODE is the first naming item in the frame (section 4), so this is an ERROR (AUTH_FAILED, 201); the USER_ID after it is ignored.",
+                        items: [.errorCode, .userID], message: .error(ErrorNotice(code: .authFailed))),
+            seedControl("control-implied-login-ok", "CONTROL without OP: USER_ID first",
+                        "The same two items in the other order: USER_ID comes first, so this is a LOGIN_OK for `alice`; ERROR_CODE is not one of its items and is ignored.",
+                        items: [.userID, .errorCode], message: .loginOK(LoginOK(userID: "alice"))),
         ]
+    }
+
+    /// A CONTROL frame without OP holding USER_ID `alice` and ERROR_CODE 201 in the order of
+    /// `items`, as a seed-era peer would write it; the typed API writes OP instead.
+    static func seedControl(_ name: String, _ title: String, _ description: String, items: [IMTag], message: IMMessage) -> Entry {
+        var writer = TLVWriter()
+        for tag in items {
+            if tag == .userID { writer.write(.userID, string: "alice") } else { writer.write(.errorCode, integer: IMErrorCode.authFailed.rawValue) }
+        }
+        return Entry(name: name, section: "Seed-shaped CONTROL", title: title, direction: g2c, description: description,
+                     frame: IMFrame(header: IMFrameHeader(type: .control, sequence: 2, timestamp: time, sessionID: 1), body: writer.buffer),
+                     message: message, canonical: false)
     }
 }
