@@ -354,7 +354,6 @@ public actor MosquittoClient {
             try outcome.get()
             return
         }
-        guard ticketMIDs[ticket.id] != nil else { return }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             if let outcome = completedPublishes.removeValue(forKey: ticket.id) {
                 continuation.resume(with: outcome.mapError { $0 as any Error })

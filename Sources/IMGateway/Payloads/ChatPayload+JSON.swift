@@ -49,38 +49,17 @@ extension ChatPayload: FixedShapePayload {
             var id: String?, from: String?, to: String?, ts: UInt64?, type: String?
             var text: String?, data: String?, qos: Int?, ext: [Extension]?
             let complete = reader.object { key, reader in
-                switch key.count {
-                case 2 where key.spells("id") && id == nil:
-                    id = reader.string()
-                    return id != nil
-                case 4 where key.spells("from") && from == nil:
-                    from = reader.string()
-                    return from != nil
-                case 2 where key.spells("to") && to == nil:
-                    to = reader.string()
-                    return to != nil
-                case 2 where key.spells("ts") && ts == nil:
-                    ts = reader.unsignedInteger()
-                    return ts != nil
-                case 4 where key.spells("type") && type == nil:
-                    type = reader.string()
-                    return type != nil
-                case 4 where key.spells("text") && text == nil:
-                    text = reader.string()
-                    return text != nil
-                case 4 where key.spells("data") && data == nil:
-                    data = reader.string()
-                    return data != nil
-                case 3 where key.spells("qos") && qos == nil:
-                    qos = reader.integer()
-                    return qos != nil
-                case 3 where key.spells("ext") && ext == nil:
-                    ext = Self.readExtensions(&reader)
-                    return ext != nil
-                default:
-                    // An unknown or repeated key: Foundation's decoder decides.
-                    return false
-                }
+                // An unknown or repeated key ends the fast path: Foundation's decoder decides.
+                if key.spells("id") { return PayloadJSONReader.fill(&id, with: reader.string()) }
+                if key.spells("from") { return PayloadJSONReader.fill(&from, with: reader.string()) }
+                if key.spells("to") { return PayloadJSONReader.fill(&to, with: reader.string()) }
+                if key.spells("ts") { return PayloadJSONReader.fill(&ts, with: reader.unsignedInteger()) }
+                if key.spells("type") { return PayloadJSONReader.fill(&type, with: reader.string()) }
+                if key.spells("text") { return PayloadJSONReader.fill(&text, with: reader.string()) }
+                if key.spells("data") { return PayloadJSONReader.fill(&data, with: reader.string()) }
+                if key.spells("qos") { return PayloadJSONReader.fill(&qos, with: reader.integer()) }
+                if key.spells("ext") { return PayloadJSONReader.fill(&ext, with: Self.readExtensions(&reader)) }
+                return false
             }
             guard complete, let id, let from, let to, let ts, let type else { return nil }
             return ChatPayload(id: id, from: from, to: to, ts: ts, type: type, text: text, data: data, qos: qos, ext: ext)
@@ -93,14 +72,8 @@ extension ChatPayload: FixedShapePayload {
         let complete = reader.array { reader in
             var tag: Int?, data: String?
             let complete = reader.object { key, reader in
-                if key.spells("tag"), tag == nil {
-                    tag = reader.integer()
-                    return tag != nil
-                }
-                if key.spells("data"), data == nil {
-                    data = reader.string()
-                    return data != nil
-                }
+                if key.spells("tag") { return PayloadJSONReader.fill(&tag, with: reader.integer()) }
+                if key.spells("data") { return PayloadJSONReader.fill(&data, with: reader.string()) }
                 return false
             }
             guard complete, let tag, let data else { return false }

@@ -200,6 +200,16 @@ struct PayloadJSONReader {
     }
 }
 
+extension PayloadJSONReader {
+    /// Stores a member's value in `slot`; false (leave it to Foundation) when the value was
+    /// not read or the key came twice.
+    static func fill<T>(_ slot: inout T?, with value: T?) -> Bool {
+        guard slot == nil, let value else { return false }
+        slot = value
+        return true
+    }
+}
+
 extension UnsafeBufferPointer<UInt8> {
     /// The bytes spell `key`.
     func spells(_ key: StaticString) -> Bool {

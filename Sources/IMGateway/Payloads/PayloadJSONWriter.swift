@@ -11,25 +11,19 @@ struct PayloadJSONWriter {
         bytes.reserveCapacity(capacity)
     }
 
-    mutating func beginObject() {
+    mutating func beginObject() { open(UInt8(ascii: "{")) }
+    mutating func endObject() { close(UInt8(ascii: "}")) }
+    mutating func beginArray() { open(UInt8(ascii: "[")) }
+    mutating func endArray() { close(UInt8(ascii: "]")) }
+
+    private mutating func open(_ bracket: UInt8) {
         separate()
-        bytes.append(UInt8(ascii: "{"))
+        bytes.append(bracket)
         needsComma = false
     }
 
-    mutating func endObject() {
-        bytes.append(UInt8(ascii: "}"))
-        needsComma = true
-    }
-
-    mutating func beginArray() {
-        separate()
-        bytes.append(UInt8(ascii: "["))
-        needsComma = false
-    }
-
-    mutating func endArray() {
-        bytes.append(UInt8(ascii: "]"))
+    private mutating func close(_ bracket: UInt8) {
+        bytes.append(bracket)
         needsComma = true
     }
 
@@ -64,31 +58,33 @@ struct PayloadJSONWriter {
 
     mutating func number(_ value: UInt64) {
         separate()
-        if value == 0 {
-            bytes.append(UInt8(ascii: "0"))
-        } else {
-            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
-            withUnsafeMutableBytes(of: &digits) { buffer in
-                var remaining = value
-                var at = buffer.count
-                while remaining > 0 {
-                    at -= 1
-                    buffer[at] = UInt8(ascii: "0") + UInt8(remaining % 10)
-                    remaining /= 10
-                }
-                bytes.append(contentsOf: buffer[at...])
-            }
-        }
+        digits(value)
         needsComma = true
     }
 
     mutating func number(_ value: Int) {
-        if value < 0 {
-            separate()
-            bytes.append(UInt8(ascii: "-"))
-            needsComma = false
+        separate()
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        digits(UInt64(value.magnitude))
+        needsComma = true
+    }
+
+    private mutating func digits(_ value: UInt64) {
+        guard value > 0 else {
+            bytes.append(UInt8(ascii: "0"))
+            return
         }
-        number(value.magnitude.toUInt64)
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var remaining = value
+            var at = buffer.count
+            while remaining > 0 {
+                at -= 1
+                buffer[at] = UInt8(ascii: "0") + UInt8(remaining % 10)
+                remaining /= 10
+            }
+            bytes.append(contentsOf: buffer[at...])
+        }
     }
 
     private mutating func separate() {
@@ -114,6 +110,3 @@ struct PayloadJSONWriter {
     private static let hexDigits = Array("0123456789abcdef".utf8)
 }
 
-extension UInt {
-    fileprivate var toUInt64: UInt64 { UInt64(self) }
-}

@@ -30,38 +30,27 @@ extension ReceiptPayload: FixedShapePayload {
         guard let payload = PayloadJSONReader.read(bytes, { reader -> ReceiptPayload? in
             var by: String?, device: String?, id: String?, ids: [String]?, kind: Kind?, ts: UInt64?
             let complete = reader.object { key, reader in
-                switch key.count {
-                case 2 where key.spells("by") && by == nil:
-                    by = reader.string()
-                    return by != nil
-                case 6 where key.spells("device") && device == nil:
-                    device = reader.string()
-                    return device != nil
-                case 2 where key.spells("id") && id == nil:
-                    id = reader.string()
-                    return id != nil
-                case 3 where key.spells("ids") && ids == nil:
-                    var list: [String] = []
-                    guard reader.array({ reader in
-                        guard let id = reader.string() else { return false }
-                        list.append(id)
-                        return true
-                    }) else { return false }
-                    ids = list
-                    return true
-                case 4 where key.spells("kind") && kind == nil:
-                    kind = reader.string().flatMap(Kind.init(rawValue:))
-                    return kind != nil
-                case 2 where key.spells("ts") && ts == nil:
-                    ts = reader.unsignedInteger()
-                    return ts != nil
-                default:
-                    return false
-                }
+                if key.spells("by") { return PayloadJSONReader.fill(&by, with: reader.string()) }
+                if key.spells("device") { return PayloadJSONReader.fill(&device, with: reader.string()) }
+                if key.spells("id") { return PayloadJSONReader.fill(&id, with: reader.string()) }
+                if key.spells("ids") { return PayloadJSONReader.fill(&ids, with: Self.readIDs(&reader)) }
+                if key.spells("kind") { return PayloadJSONReader.fill(&kind, with: reader.string().flatMap(Kind.init(rawValue:))) }
+                if key.spells("ts") { return PayloadJSONReader.fill(&ts, with: reader.unsignedInteger()) }
+                return false
             }
             guard complete, let by, let id, let kind, let ts else { return nil }
             return ReceiptPayload(decoded: kind, id: id, ids: ids, by: by, device: device, ts: ts)
         }) else { return nil }
         self = payload
+    }
+
+    private static func readIDs(_ reader: inout PayloadJSONReader) -> [String]? {
+        var ids: [String] = []
+        let complete = reader.array { reader in
+            guard let id = reader.string() else { return false }
+            ids.append(id)
+            return true
+        }
+        return complete ? ids : nil
     }
 }

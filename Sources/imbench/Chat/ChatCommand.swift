@@ -123,12 +123,7 @@ struct ChatCommand: AsyncParsableCommand {
         let direct = ChatPhaseResult.combining(directRounds)
         var json = JSONLine()
         json.add("benchmark", "chat")
-        json.add("seconds", settings.seconds, decimals: 1)
-        json.add("pairs", settings.pairs)
-        json.add("rate", settings.rate, decimals: 0)
-        json.add("window", settings.window)
-        json.add("qos", settings.qos)
-        json.add("size", settings.size)
+        json.add(settings)
         if rounds > 1 { json.add("rounds", rounds) }
         json.add("gateway_msgs_per_s", gateway?.messagesPerSecond, decimals: 0)
         json.add("direct_msgs_per_s", direct?.messagesPerSecond, decimals: 0)

@@ -95,12 +95,7 @@ struct MQTTCommand: AsyncParsableCommand {
     ) {
         var json = JSONLine()
         json.add("benchmark", "mqtt")
-        json.add("seconds", settings.seconds, decimals: 1)
-        json.add("pairs", settings.pairs)
-        json.add("rate", settings.rate, decimals: 0)
-        json.add("window", settings.window)
-        json.add("qos", settings.qos)
-        json.add("size", settings.size)
+        json.add(settings)
         json.add("rounds", rounds)
         func add(_ name: String, _ rounds: [ChatPhaseResult], ratios: [Double]?) {
             guard let phase = ChatPhaseResult.combining(rounds) else { return }

@@ -77,3 +77,15 @@ struct JSONLine: Sendable {
         }
     }
 }
+
+extension JSONLine {
+    /// The workload every chat-shaped benchmark reports: seconds, pairs, rate, window, QoS, size.
+    mutating func add(_ settings: ChatSettings) {
+        add("seconds", settings.seconds, decimals: 1)
+        add("pairs", settings.pairs)
+        add("rate", settings.rate, decimals: 0)
+        add("window", settings.window)
+        add("qos", settings.qos)
+        add("size", settings.size)
+    }
+}
