@@ -73,6 +73,7 @@ let package = Package(
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
         .executableTarget(

@@ -3,7 +3,7 @@ import Testing
 
 @testable import IMGateway
 
-@Suite("ConcurrencyGate and DeliveryWatchdog")
+@Suite("ConcurrencyGate")
 struct ConcurrencyGateTests {
     @Test("at most `limit` operations run at once, and every one runs")
     func limit() async throws {
@@ -39,22 +39,5 @@ struct ConcurrencyGateTests {
         let gate = ConcurrencyGate(limit: 1)
         await #expect(throws: Failure.self) { try await gate.run { throw Failure() } }
         #expect(try await gate.run { 7 } == 7, "the slot was given back")
-    }
-
-    @Test("the watchdog reports a connection whose oldest delivery is overdue, once, and not the others")
-    func watchdog() {
-        let watchdog = DeliveryWatchdog(timeout: .zero)
-        let stale = PendingDeliveries()
-        stale.insert(1, 10)
-        let idle = PendingDeliveries()
-        let reported = Mutex<[String]>([])
-        _ = watchdog.watch(stale) { _ in reported.withLock { $0.append("stale") } }
-        let idleID = watchdog.watch(idle) { _ in reported.withLock { $0.append("idle") } }
-        watchdog.sweep()
-        watchdog.sweep()
-        #expect(reported.withLock { $0 } == ["stale"])
-        #expect(watchdog.count == 1, "the reported one is forgotten")
-        watchdog.forget(idleID)
-        #expect(watchdog.count == 0)
     }
 }

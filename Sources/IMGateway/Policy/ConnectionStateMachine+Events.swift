@@ -1,26 +1,31 @@
 import IMWire
+import NIOCore
 
 extension ConnectionStateMachine {
     /// An event for the machine.
     public enum Event: Sendable, Hashable {
-        /// A well-formed frame arrived.
-        case frameReceived(FrameKind)
-        /// The login flow verified the token and opened the MQTT session.
-        case loginSucceeded
-        /// The login flow failed with this code (AUTH_FAILED, TOKEN_EXPIRED, INVALID_USER_ID, ...).
-        case loginFailed(IMErrorCode)
-        /// No frame arrived for the idle timeout.
-        case idleTimeout
-        /// The login deadline passed.
-        case loginTimeout
-        /// The token's expiry passed while logged in.
-        case tokenExpired
+        /// A well-formed frame arrived at `now`.
+        case frameReceived(FrameKind, IMFrameHeader, now: NIODeadline)
+        /// The login flow verified the token (valid until `tokenDeadline`, leeway included)
+        /// and opened the MQTT session.
+        case loginSucceeded(tokenDeadline: NIODeadline)
+        /// The login flow failed with this code (AUTH_FAILED, TOKEN_EXPIRED, ...) and text,
+        /// or could not open the MQTT session (BROKER_UNAVAILABLE).
+        case loginFailed(IMErrorCode, String)
+        /// A TOKEN_REFRESH was verified: the session now lasts until `tokenDeadline`.
+        case tokenRefreshed(tokenDeadline: NIODeadline)
+        /// The timer armed for ``ConnectionStateMachine/nextDeadline`` fired.
+        case timerFired(now: NIODeadline)
         /// The same device logged in on another connection.
         case takenOver
         /// The gateway is shutting down.
         case shutdown
+        /// The device's MQTT connection ended, for this reason.
+        case brokerLost(String)
         /// The channel closed (by either side).
         case channelClosed
+        /// Ending the MQTT session (``ConnectionAction/endSession(_:)``) has completed.
+        case sessionEnded
     }
 
     /// Applies `event` and returns what to do.
@@ -28,101 +33,166 @@ extension ConnectionStateMachine {
         switch self.state {
         case .awaitingLogin, .authenticating, .loggedIn:
             return self.handleOpen(event)
-        case .closing(let reason):
-            switch event {
-            case .loginSucceeded, .loginFailed:
-                return self.finishLateLogin(event, reason: reason)
-            case .channelClosed:
-                self.state = .closed
-                return self.endSessionIfOpen(reason)
-            default:
-                return .none
-            }
-        case .closed:
-            // Only a login still in flight matters: its session must not be left open.
-            switch event {
-            case .loginSucceeded, .loginFailed: return self.finishLateLogin(event, reason: self.closeReason ?? .connectionLost)
-            default: return .none
-            }
+        case .closing(let reason, let session):
+            return self.handleClosing(event, reason: reason, session: session, channelOpen: true)
+        case .closed(let reason, let session):
+            return self.handleClosing(event, reason: reason, session: session, channelOpen: false)
+        case .finished:
+            return .none
         }
     }
 
     private mutating func handleOpen(_ event: Event) -> ConnectionAction {
-        let loggedIn = self.state == .loggedIn
         switch event {
-        case .frameReceived(.heartbeat):
+        case .frameReceived(let kind, let header, let now):
+            self.lastHeard = now
+            if self.loginHeader == nil { self.sessionID = header.sessionID }
+            return self.frameReceived(kind, header)
+        case .loginSucceeded(let tokenDeadline):
+            guard self.state == .authenticating else { return .none }
+            self.state = .loggedIn
+            self.tokenDeadline = tokenDeadline
+            return .completeLogin
+        case .loginFailed(let code, let message):
+            guard self.state == .authenticating else { return .none }
+            self.state = .closing(.loginFailed, session: .none)
+            // Refused LOGINs are answered like replies to it; a broker failure is the
+            // gateway's own news.
+            let refersToLogin = code != .brokerUnavailable
+            return .close(.error(code, message, refSequence: refersToLogin ? self.loginHeader?.sequence : nil))
+        case .tokenRefreshed(let tokenDeadline):
+            guard self.isLoggedIn else { return .none }
+            self.tokenDeadline = tokenDeadline
+            return .none
+        case .timerFired(let now):
+            return self.timerFired(now)
+        case .takenOver:
+            if self.state == .awaitingLogin { return .none }
+            return self.close(.takenOver, code: .sessionTakenOver, "logged in elsewhere")
+        case .shutdown:
+            return self.close(.shutdown, code: .serverShuttingDown, "gateway shutting down")
+        case .brokerLost(let why):
+            guard self.isLoggedIn else { return .none }
+            self.state = .closing(.brokerLost, session: .open)
+            return .close(.error(.brokerUnavailable, why, refSequence: nil))
+        case .channelClosed:
+            return self.channelClosed(reason: .connectionLost, session: self.openSessionPhase)
+        case .sessionEnded:
+            return .none
+        }
+    }
+
+    private mutating func frameReceived(_ kind: FrameKind, _ header: IMFrameHeader) -> ConnectionAction {
+        switch kind {
+        case .heartbeat:
             return .answerHeartbeat
-        case .frameReceived(.hello):
-            guard !self.helloReceived else { return .reject(.badRequest) }
+        case .hello:
+            guard !self.helloReceived else { return .reject(.badRequest, "HELLO was already answered") }
             self.helloReceived = true
             return .answerHello
-        case .frameReceived(.login):
-            guard case .awaitingLogin = self.state else { return .reject(.alreadyLoggedIn) }
+        case .login:
+            guard self.state == .awaitingLogin else { return .reject(.alreadyLoggedIn, nil) }
             self.state = .authenticating
-            self.loginPending = true
+            self.loginHeader = header
+            self.sessionID = header.sessionID
             return .startLogin
-        case .frameReceived(.logout):
-            guard loggedIn else { return .reject(.notLoggedIn) }
-            self.enterClosing(.logout)
-            return .acknowledgeAndClose
-        case .frameReceived(.ack):
-            return loggedIn ? .handleFrame : .none
-        case .frameReceived(.other):
-            return loggedIn ? .handleFrame : .reject(.notLoggedIn)
-        case .loginSucceeded:
-            guard self.state == .authenticating else { return .none }
-            self.loginPending = false
-            self.sessionOpen = true
-            self.state = .loggedIn
-            return .completeLogin
-        case .loginFailed(let code):
-            guard self.state == .authenticating else { return .none }
-            self.loginPending = false
-            self.enterClosing(.loginFailed)
-            return .sendErrorAndClose(code)
-        case .loginTimeout:
-            guard case .awaitingLogin = self.state else { return .none }
-            self.enterClosing(.loginTimeout)
-            return .sendErrorAndClose(.loginTimeout)
-        case .idleTimeout:
-            return self.close(.idleTimeout, code: .idleTimeout)
-        case .tokenExpired:
-            guard loggedIn else { return .none }
-            return self.close(.tokenExpired, code: .tokenExpired)
-        case .takenOver:
-            if case .awaitingLogin = self.state { return .none }
-            return self.close(.takenOver, code: .sessionTakenOver)
-        case .shutdown:
-            return self.close(.shutdown, code: .serverShuttingDown)
-        case .channelClosed:
-            self.state = .closed
-            self.closeReason = .connectionLost
-            return self.endSessionIfOpen(.connectionLost)
+        case .logout:
+            guard self.isLoggedIn else { return .reject(.notLoggedIn, "log in first") }
+            self.state = .closing(.logout, session: .open)
+            return .close(.acknowledgeLogout(header))
+        case .ack:
+            return self.isLoggedIn ? .handleFrame : .none
+        case .other:
+            return self.isLoggedIn ? .handleFrame : .reject(.notLoggedIn, "log in first")
+        }
+    }
+
+    /// The deadline that passed, if any: login first, then the token, silence, an
+    /// unACKed delivery.
+    private mutating func timerFired(_ now: NIODeadline) -> ConnectionAction {
+        switch self.state {
+        case .awaitingLogin, .authenticating:
+            guard now >= self.loginDeadline else { return .none }
+            return self.close(.loginTimeout, code: .loginTimeout, "no login within \(Self.seconds(self.limits.loginTimeout)) s")
+        case .loggedIn:
+            if let token = self.tokenDeadline, now >= token {
+                return self.close(.tokenExpired, code: .tokenExpired, "the token expired; log in with a new one")
+            }
+            if now >= self.lastHeard + self.limits.idleTimeout {
+                return self.close(.idleTimeout, code: .idleTimeout, "nothing received for \(Self.seconds(self.limits.idleTimeout)) s")
+            }
+            if let oldest = self.deliveries.oldest, now >= oldest + self.limits.deliveryAckTimeout {
+                return self.close(.deliveryTimeout, code: .idleTimeout,
+                    "delivery not acknowledged within \(Self.seconds(self.limits.deliveryAckTimeout)) s")
+            }
+            return .none
+        case .closing, .closed, .finished:
+            return .none
         }
     }
 
     /// Closes for `reason`: KICK when logged in, ERROR before.
-    private mutating func close(_ reason: CloseReason, code: IMErrorCode) -> ConnectionAction {
-        let loggedIn = self.state == .loggedIn
-        self.enterClosing(reason)
-        return loggedIn ? .kickAndClose(code) : .sendErrorAndClose(code)
+    private mutating func close(_ reason: CloseReason, code: IMErrorCode, _ message: String) -> ConnectionAction {
+        let loggedIn = self.isLoggedIn
+        self.state = .closing(reason, session: self.openSessionPhase)
+        return .close(loggedIn ? .kick(code, message) : .error(code, message, refSequence: nil))
     }
 
-    private mutating func enterClosing(_ reason: CloseReason) {
-        self.state = .closing(reason)
-        self.closeReason = reason
+    /// The session's phase while the connection is still open.
+    private var openSessionPhase: SessionPhase {
+        switch self.state {
+        case .awaitingLogin: .none
+        case .authenticating: .opening
+        case .loggedIn: .open
+        case .closing(_, let session), .closed(_, let session): session
+        case .finished: .none
+        }
     }
 
-    /// A login result that arrives after the connection was given up.
-    private mutating func finishLateLogin(_ event: Event, reason: CloseReason) -> ConnectionAction {
-        guard self.loginPending else { return .none }
-        self.loginPending = false
-        return event == .loginSucceeded ? .endSession(reason) : .none
+    private mutating func handleClosing(_ event: Event, reason: CloseReason, session: SessionPhase, channelOpen: Bool) -> ConnectionAction {
+        switch event {
+        case .channelClosed:
+            guard channelOpen else { return .none }
+            return self.channelClosed(reason: reason, session: session)
+        case .loginSucceeded:
+            // The connection gave up while the login was opening the session: end it.
+            guard session == .opening else { return .none }
+            self.state = channelOpen ? .closing(reason, session: .ending) : .closed(reason, session: .ending)
+            return .endSession(reason)
+        case .loginFailed:
+            guard session == .opening else { return .none }
+            return self.sessionGone(reason: reason, channelOpen: channelOpen)
+        case .sessionEnded:
+            guard session == .ending else { return .none }
+            return self.sessionGone(reason: reason, channelOpen: channelOpen)
+        case .frameReceived, .tokenRefreshed, .timerFired, .takenOver, .shutdown, .brokerLost:
+            return .none
+        }
     }
 
-    private mutating func endSessionIfOpen(_ reason: CloseReason) -> ConnectionAction {
-        guard self.sessionOpen else { return .none }
-        self.sessionOpen = false
-        return .endSession(reason)
+    /// The channel has closed: end an open session, or finish if nothing is left.
+    private mutating func channelClosed(reason: CloseReason, session: SessionPhase) -> ConnectionAction {
+        switch session {
+        case .none:
+            self.state = .finished
+            return .finish
+        case .open:
+            self.state = .closed(reason, session: .ending)
+            return .endSession(reason)
+        case .opening, .ending:
+            self.state = .closed(reason, session: session)
+            return .none
+        }
     }
+
+    private mutating func sessionGone(reason: CloseReason, channelOpen: Bool) -> ConnectionAction {
+        if channelOpen {
+            self.state = .closing(reason, session: .none)
+            return .none
+        }
+        self.state = .finished
+        return .finish
+    }
+
+    static func seconds(_ amount: TimeAmount) -> Int64 { amount.nanoseconds / 1_000_000_000 }
 }

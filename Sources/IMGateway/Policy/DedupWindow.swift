@@ -1,3 +1,4 @@
+import DequeModule
 /// Whether a message id was seen before.
 public enum DedupDecision: Hashable, Sendable {
     /// Not seen in the window: publish it.
@@ -111,7 +112,7 @@ private struct Record: Sendable {
 
 /// One sender's ids, oldest first.
 private struct SenderWindow: Sendable {
-    var order = FIFO<(id: String, recordedAt: Double)>()
+    var order = Deque<(id: String, recordedAt: Double)>()
     var records: [String: Record] = [:]
 
     var isEmpty: Bool { self.order.isEmpty }

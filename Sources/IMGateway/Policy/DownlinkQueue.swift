@@ -1,3 +1,4 @@
+import DequeModule
 /// The kind of a frame waiting to go to a device, in priority order: earlier cases go first.
 public enum DownlinkClass: Int, Hashable, Sendable, CaseIterable, Comparable {
     /// DELIVERY: never dropped.
@@ -81,7 +82,7 @@ public struct DownlinkQueue<Element> {
 
     /// One class's entries in order; `keys` maps coalescing keys to absolute positions.
     struct Lane {
-        var slots = FIFO<(element: Element, key: String?)>()
+        var slots = Deque<(element: Element, key: String?)>()
         /// Absolute position (count of entries ever popped before it) of each keyed entry.
         var keys: [String: Int] = [:]
         var popped = 0
@@ -95,7 +96,7 @@ public struct DownlinkQueue<Element> {
 
         mutating func replace(key: String, with element: Element) -> Bool {
             guard let position = self.keys[key] else { return false }
-            self.slots[offset: position - self.popped].element = element
+            self.slots[position - self.popped].element = element
             return true
         }
 

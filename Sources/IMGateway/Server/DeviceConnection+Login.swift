@@ -1,3 +1,4 @@
+import Foundation
 import IMWire
 import Logging
 import Mosquitto
@@ -6,8 +7,9 @@ import NIOCore
 extension DeviceConnection {
     /// How a login ended.
     enum LoginOutcome: Sendable {
-        /// The token holds and the MQTT session is open (`resumed`: the broker kept it).
-        case opened(DeviceSession, registration: UInt64, resumed: Bool)
+        /// The token holds until `expiresAt` and the MQTT session is open (`resumed`: the
+        /// broker kept it).
+        case opened(DeviceSession, registration: UInt64, resumed: Bool, expiresAt: Date)
         /// Refused: ERROR with this code, then close.
         case refused(IMErrorCode, String)
         /// The MQTT session could not be opened (the session was ended again).
@@ -15,12 +17,9 @@ extension DeviceConnection {
     }
 
     /// Verifies the token and opens the device's MQTT session, on a task of its own; the
-    /// outcome comes back to the event loop as `loginSucceeded` or `loginFailed`.
-    func startLogin(_ request: LoginRequest, header: IMFrameHeader) {
+    /// outcome comes back to the event loop as ``loginFinished(_:)``.
+    func startLogin(_ request: LoginRequest) {
         guard let loop = channelContext?.eventLoop, let mailbox else { return }
-        // Only the header is kept: the body is a slice of the read buffer, which would
-        // stay alive for the session (~2 KiB per device).
-        loginHeader = header
         Self.spawnLogin(request, gateway: gateway, mailbox: mailbox, logger: logger, connection: NIOLoopBound(self, eventLoop: loop))
     }
 
@@ -36,21 +35,22 @@ extension DeviceConnection {
         connection: NIOLoopBound<DeviceConnection>
     ) async {
         let loop = connection.eventLoop
-        let outcome = await login(request, gateway: gateway, mailbox: mailbox, logger: logger) { how in
-            // A newer login of this device, or the gateway shutting down.
-            try? await loop.flatSubmit { connection.value.leave(how) }.get()
+        let outcome = await login(request, gateway: gateway, mailbox: mailbox, logger: logger) {
+            // A newer login of this device.
+            try? await loop.flatSubmit { connection.value.leave(.takenOver) }.get()
         }
         loop.execute { connection.value.loginFinished(outcome) }
     }
 
     private static func login(
         _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
-        leave: @escaping @Sendable (DeviceSession.Ending) async -> Void
+        leave: @escaping @Sendable () async -> Void
     ) async -> LoginOutcome {
         let user: String
         let device: String
+        let expiresAt: Date
         switch await authenticate(request, gateway: gateway) {
-        case .success(let identity): (user, device) = identity
+        case .success(let identity): (user, device, expiresAt) = identity
         case .failure(let refusal): return .refused(refusal.code, refusal.message)
         }
         let session = DeviceSession(user: user, device: device, receiptNotices: request.receiptNotices ?? true, context: gateway)
@@ -64,7 +64,7 @@ extension DeviceConnection {
                 // sent to the device after its login can miss it.
                 try await session.subscribeAndAnnounce()
             }
-            return .opened(session, registration: registration, resumed: resumed)
+            return .opened(session, registration: registration, resumed: resumed, expiresAt: expiresAt)
         } catch {
             var logger = logger
             logger[metadataKey: "user"] = "\(user)"
@@ -83,7 +83,7 @@ extension DeviceConnection {
 
     /// Verifies the token; the device id comes from the LOGIN frame, else the token, else
     /// "default", and must match the token's when both say.
-    static func authenticate(_ request: LoginRequest, gateway: GatewayContext) async -> Result<(user: String, device: String), Refusal> {
+    static func authenticate(_ request: LoginRequest, gateway: GatewayContext) async -> Result<(user: String, device: String, expiresAt: Date), Refusal> {
         let device: AuthenticatedDevice
         do {
             device = try await gateway.verifier.verify(request.token)
@@ -99,33 +99,42 @@ extension DeviceConnection {
         if let claimed = device.deviceID, claimed != deviceID {
             return .failure(Refusal(code: .forbidden, message: "the token is for device \(claimed), not \(deviceID)"))
         }
-        return .success((device.userID, deviceID))
+        return .success((device.userID, deviceID, device.expiresAt))
     }
 
     /// The login task's outcome, back on the event loop.
     func loginFinished(_ outcome: LoginOutcome) {
         switch outcome {
-        case .opened(let session, let registration, let resumed):
+        case .opened(let session, let registration, let resumed, let expiresAt):
             self.session = session
             self.registration = registration
-            self.resumed = resumed
-            perform(machine.handle(.loginSucceeded))
+            let event = ConnectionStateMachine.Event.loginSucceeded(tokenDeadline: tokenDeadline(expiresAt))
+            switch machine.handle(event) {
+            case .completeLogin: completeLogin(session, resumed: resumed, expiresAt: expiresAt)
+            case let action: perform(action)
+            }
         case .refused(let code, let message):
             logger.notice("login refused", metadata: ["error": "\(message)"])
-            closeMessage = message
-            perform(machine.handle(.loginFailed(code)))
+            perform(machine.handle(.loginFailed(code, message)))
         case .brokerFailed(let message):
-            closeMessage = message
-            perform(machine.handle(.loginFailed(.brokerUnavailable)))
+            perform(machine.handle(.loginFailed(.brokerUnavailable, message)))
         }
         flushIfNeeded()
-        finishIfDone()
+        armTimer()
+    }
+
+    /// When a token that expires at `expiresAt` stops being accepted (the verifier's
+    /// leeway included), on the event loop's clock.
+    func tokenDeadline(_ expiresAt: Date) -> NIODeadline {
+        let now = channelContext?.eventLoop.now ?? .now()
+        let left = expiresAt.timeIntervalSinceNow + Double(gateway.configuration.auth.leeway)
+        return now + .nanoseconds(Int64((max(0, min(left, 1e9)) * 1e9).rounded()))
     }
 
     /// LOGIN_OK, then deliveries flow.
-    func completeLogin() {
-        guard let context = channelContext, let session, let loginHeader else { return }
-        sessionID = loginHeader.sessionID
+    func completeLogin(_ session: DeviceSession, resumed: Bool, expiresAt: Date) {
+        guard let context = channelContext, let loginHeader = machine.loginHeader else { return }
+        let sessionID = machine.sessionID
         logger[metadataKey: "user"] = "\(session.user)"
         logger[metadataKey: "device"] = "\(session.device)"
         let sender = FrameSender(channel: context.channel, sequence: sequence, sessionID: sessionID)
@@ -134,17 +143,10 @@ extension DeviceConnection {
         send(.loginOK(LoginOK(
             userID: session.user, deviceID: session.device, serverTime: unixMilliseconds(),
             heartbeatInterval: UInt16(clamping: gateway.configuration.limits.idleTimeout / 3),
-            refSequence: loginHeader.sequence)), sessionID: loginHeader.sessionID)
-        context.pipeline.fireUserInboundEventTriggered(ConnectionTimeoutHandler.LoggedIn())
+            refSequence: loginHeader.sequence)), sessionID: sessionID)
         gateway.statistics.loggedIn.add(1, ordering: .relaxed)
-        countedLoggedIn = true
         logger.info("logged in")
 
-        let loop = context.eventLoop
-        let bound = NIOLoopBound(self, eventLoop: loop)
-        watch = gateway.deliveryWatchdog.watch(deliveries) { age in
-            loop.execute { bound.value.deliveryOverdue(age) }
-        }
         if resumed {
             // The broker kept the session (and its subscriptions); queued messages may hold
             // our writes until the device ACKs them, so this runs alongside deliveries.

@@ -11,9 +11,9 @@ extension DeviceConnection {
         let header = frame.header
         switch message {
         case .ack(let ack):
-            if let (deliveryID, origin) = deliveries.remove(ack.sequence) {
-                acknowledgements.append(deliveryID)
-                if let origin { delivered.append(origin) }
+            if let settled = machine.deliveryAcknowledged(ack.sequence) {
+                acknowledgements.append(settled.deliveryID)
+                if let origin = settled.origin { delivered.append(origin) }
             }
         case .chat(let chat):
             gateway.statistics.messagesIn.add(1, ordering: .relaxed)
@@ -113,8 +113,10 @@ extension DeviceConnection {
     /// release the session's writes), then "delivered" receipts (one per sender) once
     /// ``receiptWindow`` has passed or ``receiptBatch`` are waiting, then the chat
     /// publishes in the order they came. Chat outcomes come back as mail.
-    func startUplink(receiptsDue: Bool = false) {
-        guard let session, let mailbox, !sessionEnding else { return }
+    ///
+    /// Only while the session is open: `ending` is the last call, made as it starts ending.
+    func startUplink(receiptsDue: Bool = false, ending: Bool = false) {
+        guard let session, let mailbox, ending || machine.isLoggedIn || isClosingWithSessionOpen else { return }
         let chats = takeChatsToStart()
         let receiptsNow = !delivered.isEmpty && (receiptsDue || delivered.count >= Self.receiptBatch)
         if !delivered.isEmpty && !receiptsNow { scheduleReceipts() }
@@ -168,6 +170,7 @@ extension DeviceConnection {
 
     /// As many waiting chat messages as the in-flight bound lets go now.
     private func takeChatsToStart() -> [ChatStart] {
+        defer { backpressureChanged() }
         let room = gateway.configuration.broker.maxInflight - chatsInFlight
         guard room > 0, !chatsToStart.isEmpty else { return [] }
         var chats: [ChatStart] = []
@@ -204,7 +207,7 @@ extension DeviceConnection {
             early.append(contentsOf: mail)
         case .loggedIn:
             receive(mail)
-        case .awaitingLogin, .closing, .closed:
+        case .awaitingLogin, .closing, .closed, .finished:
             // Unsettled deliveries stay with the broker (not acknowledged), which
             // redelivers them to the device's next connection.
             return
@@ -224,15 +227,25 @@ extension DeviceConnection {
             case .lost(let reason):
                 // The MQTT connection ending (broker gone, session taken over at the
                 // broker) ends the device connection: the device reconnects.
-                guard machine.state == .loggedIn else { continue }
-                logger.warning("MQTT session lost", metadata: ["reason": "\(reason)"])
-                sendThenClose(.error(ErrorNotice(code: .brokerUnavailable, message: "\(reason)")))
+                if machine.isLoggedIn { logger.warning("MQTT session lost", metadata: ["reason": "\(reason)"]) }
+                perform(machine.handle(.brokerLost("\(reason)")))
             }
         }
         writeDownlink()
         startUplink()
         flushIfNeeded()
-        resumeReading()
+    }
+
+    /// Whether the gateway decided to close while the session is still open (its last
+    /// acknowledgements and receipts still go out).
+    var isClosingWithSessionOpen: Bool {
+        if case .closing(_, .open) = machine.state { return true }
+        return false
+    }
+
+    /// Tells the machine how many chat messages wait; reads again if it says so.
+    func backpressureChanged() {
+        if machine.backpressureChanged(waitingChats: chatsToStart.count), let context = channelContext { context.read() }
     }
 
     /// The broker has (or refused) a chat message: ACK it to the device, remember its id
@@ -311,12 +324,20 @@ extension DeviceConnection {
     /// reads slowly, the rest waits in the queue, where chat goes first and a newer
     /// presence or position replaces a queued one.
     func writeDownlink() {
-        guard let context = channelContext, machine.state == .loggedIn else { return }
+        guard let context = channelContext, machine.isLoggedIn else { return }
         let timestamp = unixSeconds()
+        let now = context.eventLoop.now
+        let sessionID = machine.sessionID
+        var awaited = false
         while context.channel.isWritable, let entry = downlink.dequeue() {
             let number = sequence.next()
-            if let deliveryID = entry.deliveryID { deliveries.insert(number, deliveryID, origin: entry.origin) }
+            if let deliveryID = entry.deliveryID {
+                machine.deliveryWritten(number, deliveryID: deliveryID, origin: entry.origin, now: now)
+                awaited = true
+            }
             write(entry.message.frame(sequence: number, timestamp: timestamp, sessionID: sessionID))
         }
+        // The delivery ACK deadline may now come before the armed one.
+        if awaited { armTimer() }
     }
 }

@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import IMWire
 import Logging
@@ -6,11 +7,12 @@ import NIOCore
 
 /// One TLV connection, as a channel handler on the connection's event loop: login, then
 /// chat, receipts and deliveries through the device's MQTT session, until logout, drop,
-/// timeout, takeover or shutdown.
+/// a deadline, takeover, the broker's loss or shutdown.
 ///
-/// The connection's life is the pure ``ConnectionStateMachine``: this handler feeds it
-/// events and performs the actions it returns. Nothing waits in a task while the device
-/// is idle (a connection costs its objects, not a task tree):
+/// The connection's course is decided by the pure ``ConnectionStateMachine``: this handler
+/// feeds it events (frames, login outcomes, its one timer, the channel closing, the session
+/// ended) and performs the actions it returns. The handler only does I/O. Nothing waits in
+/// a task while the device is idle (a connection costs its objects, not a task tree):
 /// - frames are handled as they are read; what a read burst asks of the MQTT client (chat
 ///   publishes, acknowledgements of deliveries, "delivered" receipts) goes to the MQTT loop
 ///   in one ``MosquittoClient/perform(_:)`` at the end of the burst;
@@ -32,64 +34,44 @@ final class DeviceConnection: ChannelDuplexHandler {
     var channelContext: ChannelHandlerContext?
     /// Frames were written since the last flush.
     var needsFlush = false
+    /// The one timer, armed for the machine's next deadline.
+    var timer: (task: Scheduled<Void>, deadline: NIODeadline)?
+    /// Completed once the connection has finished (channel closed, MQTT session ended).
+    var finished: EventLoopPromise<Void>?
 
-    // Login.
-    /// The LOGIN's header: LOGIN_OK refers to it, and what the gateway sends on its own
-    /// carries its session id (PROTOCOL.md 5.1).
-    var loginHeader: IMFrameHeader?
-    /// The device's MQTT session, once the login opened it.
+    // The session, once the login opened it.
     var session: DeviceSession?
     var registration: UInt64?
-    var resumed = false
-    /// The text of the ERROR or KICK the next close sends, when there is more to say than
-    /// the code.
-    var closeMessage: String?
-
-    // Logged in.
-    var sessionID: UInt16 = 0
     var mailbox: ConnectionMailbox?
-    let deliveries = PendingDeliveries()
-    var downlink = DownlinkQueue<DownlinkEntry>()
-    let lane = RequestLane()
+    /// Set at LOGIN_OK.
     var requests: DeviceRequests?
+    let lane = RequestLane()
     /// Mail that arrived before LOGIN_OK was written.
     var early: [ConnectionMailbox.Mail] = []
+
+    // The data path.
+    /// Frames for the device, queued by priority.
+    var downlink = DownlinkQueue<DownlinkEntry>()
     /// Chat messages waiting to be handed to the MQTT client, in order.
-    var chatsToStart = FIFO<ChatStart>()
+    var chatsToStart = Deque<ChatStart>()
+    /// Chat messages handed to the MQTT client and not settled yet (at most
+    /// `broker.max_inflight`: libmosquitto searches its in-flight list linearly).
+    var chatsInFlight = 0
     /// MQTT deliveries the device (or the gateway) is done with, gathered in this burst.
     var acknowledgements: [UInt64] = []
     /// ACKed chat deliveries whose "delivered" receipt is not published yet.
     var delivered: [PendingDeliveries.Origin] = []
     /// Set while `delivered` waits for ``receiptWindow`` to pass.
     var receiptTimer: Scheduled<Void>?
-    /// Chat messages handed to the MQTT client and not settled yet (at most
-    /// `broker.max_inflight`: libmosquitto searches its in-flight list linearly).
-    var chatsInFlight = 0
-    /// A read was held back while too many chats were waiting.
-    var readPending = false
-    var watch: UInt64?
     var locationLimiter: RateLimiter
-
-    // Ending.
-    /// Completed once the connection is finished: channel closed, MQTT session ended.
-    var finished: EventLoopPromise<Void>?
-    var sessionEnding = false
-    var finishedWithoutSession = false
-    var countedLoggedIn = false
 
     /// How long "delivered" receipts are gathered before they are published (one MQTT
     /// message per sender for all of them), unless ``receiptBatch`` are waiting first. A
     /// receipt is not urgent, and one per read burst of a busy device cost a fifth of the
     /// gateway's CPU; but a large batch arrives at the sender's connection as one burst of
-    /// work that delays its chat ACKs (50 ms and 256 put p99 at 5k msg/s at 1.5-2 ms).
+    /// work that delays its chat ACKs.
     static let receiptWindow: TimeAmount = .milliseconds(10)
     static let receiptBatch = 64
-
-    /// Past this many chat messages of one device waiting for the broker, the connection
-    /// stops reading until the broker catches up. Far above what a well-behaved device has
-    /// unACKed: while it does not read, the device's ACKs wait too, and under ack-through
-    /// the session's publishes may wait for those.
-    static let maxWaitingChats = 4096
 
     /// A frame for the device, queued by priority (``DownlinkQueue``).
     struct DownlinkEntry {
@@ -106,14 +88,19 @@ final class DeviceConnection: ChannelDuplexHandler {
         var ticket: ConnectionMailbox.ChatTicket
     }
 
-    init(gateway: GatewayContext, sequence: OutboundSequence, peer: String) {
+    init(gateway: GatewayContext, sequence: OutboundSequence, peer: String, now: NIODeadline = .now()) {
         self.gateway = gateway
         self.sequence = sequence
         var logger = gateway.logger
         logger[metadataKey: "peer"] = "\(peer)"
         self.logger = logger
-        let now = Date.now.timeIntervalSince1970
-        self.machine = ConnectionStateMachine(loginDeadline: now + Double(gateway.configuration.limits.loginTimeout))
+        let limits = gateway.configuration.limits
+        self.machine = ConnectionStateMachine(
+            limits: .init(
+                loginTimeout: .seconds(Int64(limits.loginTimeout)), idleTimeout: .seconds(Int64(limits.idleTimeout)),
+                deliveryAckTimeout: .seconds(Int64(limits.deliveryAckTimeout)),
+                tokenLeeway: .seconds(Int64(gateway.configuration.auth.leeway))),
+            now: now)
         let location = gateway.configuration.location
         self.locationLimiter = RateLimiter(ratePerSecond: location.maxUpdatesPerSecond, burst: max(1, location.maxUpdatesPerSecond))
     }
@@ -130,9 +117,11 @@ final class DeviceConnection: ChannelDuplexHandler {
         let connections = gateway.statistics.connections
         connections.enter()
         finished.futureResult.whenComplete { _ in connections.leave() }
+        armTimer()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        cancelTimer()
         channelContext = nil
     }
 
@@ -152,7 +141,8 @@ final class DeviceConnection: ChannelDuplexHandler {
             }
             return
         }
-        perform(machine.handle(.frameReceived(Self.kind(of: message))), frame: frame, message: message)
+        let event = ConnectionStateMachine.Event.frameReceived(Self.kind(of: message), frame.header, now: context.eventLoop.now)
+        perform(machine.handle(event), frame: frame, message: message)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -162,17 +152,18 @@ final class DeviceConnection: ChannelDuplexHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
+        let writable = context.channel.isWritable
+        if writable {
             writeDownlink()
             flushIfNeeded()
-            resumeReading()
         }
+        if machine.backpressureChanged(writable: writable) { context.read() }
         context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        cancelTimer()
         perform(machine.handle(.channelClosed))
-        finishIfDone()
         context.fireChannelInactive()
     }
 
@@ -188,9 +179,6 @@ final class DeviceConnection: ChannelDuplexHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let error = error as? IMWireError, error.isFatal {
             closeOnMalformedFrame(error)
-        } else if let error = error as? GatewayError {
-            // The timeout handler said why and closes the connection itself.
-            logger.info("connection closed", metadata: ["reason": "\(error)"])
         } else {
             logger.debug("connection dropped", metadata: ["error": "\(error)"])
             context.close(promise: nil)
@@ -198,23 +186,11 @@ final class DeviceConnection: ChannelDuplexHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        // Backpressure: a device sending chat faster than the broker takes it waits (its
-        // ACKs wait too, which is why the bound is far above what ack-through can hold); a
-        // device that does not read what it is sent is not read either, so that the replies
-        // to its requests cannot pile up in the outbound buffer. (Not reading, it sends no
-        // heartbeat that arrives: the idle timeout ends it if it never reads again.)
-        if chatsToStart.count >= Self.maxWaitingChats || !context.channel.isWritable {
-            readPending = true
-        } else {
-            context.read()
-        }
-    }
-
-    /// Reads again after ``read(context:)`` held back, once neither reason holds.
-    func resumeReading() {
-        guard readPending, chatsToStart.count < Self.maxWaitingChats, let context = channelContext, context.channel.isWritable else { return }
-        readPending = false
-        context.read()
+        // Backpressure (``ReadGate``): a device sending chat faster than the broker takes
+        // it waits; a device that does not read what it is sent is not read either. (Not
+        // reading, it sends no heartbeat that arrives: the idle timeout ends it if it never
+        // reads again.)
+        if machine.readRequested() { context.read() }
     }
 
     // MARK: Actions
@@ -244,103 +220,109 @@ final class DeviceConnection: ChannelDuplexHandler {
                 maxBodyLength: UInt32(gateway.configuration.limits.maxBodyLength), refSequence: frame.header.sequence)),
                 sessionID: frame.header.sessionID)
         case .startLogin:
-            guard let frame, case .login(let request) = message else { return }
-            startLogin(request, header: frame.header)
+            guard case .login(let request) = message else { return }
+            startLogin(request)
+            armTimer()
         case .completeLogin:
-            completeLogin()
+            // Only from `loginFinished`, which performs it with what the login opened.
+            assertionFailure("LOGIN_OK is written by loginFinished")
         case .handleFrame:
             guard let frame, let message else { return }
             handleRequest(message, frame)
-        case .reject(let code):
+        case .reject(let code, let text):
             guard let frame else { return }
-            write(Ack.refusing(sequence: frame.header.sequence, code: code, message: code == .notLoggedIn ? "log in first" : nil)
+            write(Ack.refusing(sequence: frame.header.sequence, code: code, message: text)
                 .frame(timestamp: unixSeconds(), sessionID: frame.header.sessionID))
-        case .sendErrorAndClose(let code):
-            let message = closeMessage ?? "\(code)"
-            closeMessage = nil
-            // A refused LOGIN is answered like a reply to it (REF_SEQUENCE, its session id).
-            let refused = code != .brokerUnavailable ? loginHeader : nil
-            writeThenClose(IMMessage.error(ErrorNotice(code: code, message: message, refSequence: refused?.sequence))
-                .frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: refused?.sessionID ?? sessionID))
-        case .kickAndClose(let code):
-            let message = closeMessage ?? Self.kickText(code)
-            closeMessage = nil
-            sendThenClose(.kick(Kick(reason: code, message: message)))
-        case .acknowledgeAndClose:
-            guard let frame else { return }
-            writeThenClose(Ack(sequence: frame.header.sequence).frame(timestamp: unixSeconds(), sessionID: frame.header.sessionID))
+        case .close(let farewell):
+            close(with: farewell)
         case .endSession(let reason):
             endSession(reason)
-        }
-    }
-
-    static func kickText(_ code: IMErrorCode) -> String {
-        switch code {
-        case .sessionTakenOver: "logged in elsewhere"
-        case .serverShuttingDown: "gateway shutting down"
-        default: "\(code)"
-        }
-    }
-
-    /// A newer login of this device, or the gateway shutting down: KICK, close, end the
-    /// MQTT session as `how` says. The future completes once the session has ended.
-    func leave(_ how: DeviceSession.Ending) -> EventLoopFuture<Void> {
-        perform(machine.handle(how == .takenOver ? .takenOver : .shutdown))
-        flushIfNeeded()
-        finishIfDone()
-        return finished!.futureResult
-    }
-
-    /// Under ack-through a device that stops ACKing holds its session's writes: past the
-    /// delivery ACK timeout the connection is dropped, and the broker redelivers what it
-    /// did not ACK when the device comes back.
-    func deliveryOverdue(_ age: Duration) {
-        guard machine.state == .loggedIn else { return }
-        logger.notice("delivery not ACKed in time: closing", metadata: ["waited": "\(age)"])
-        // The KICK's text: IDLE_TIMEOUT also means plain silence ("nothing received for ...").
-        closeMessage = "delivery not acknowledged within \(gateway.configuration.limits.deliveryAckTimeout) s"
-        perform(machine.handle(.idleTimeout))
-    }
-
-    /// Ends the device's MQTT session the way `reason` says, once.
-    func endSession(_ reason: ConnectionStateMachine.CloseReason) {
-        guard let session, !sessionEnding else { return }
-        // What the device ACKed goes first: acknowledgements and "delivered" receipts.
-        receiptTimer?.cancel()
-        receiptTimer = nil
-        startUplink(receiptsDue: true)
-        sessionEnding = true
-        mailbox?.close()
-        lane.close()
-        if let watch { gateway.deliveryWatchdog.forget(watch) }
-        if countedLoggedIn {
-            countedLoggedIn = false
-            gateway.statistics.loggedIn.subtract(1, ordering: .relaxed)
-        }
-        let how: DeviceSession.Ending = switch reason {
-        case .logout: .logout
-        case .takenOver: .takenOver
-        case .shutdown: .shutdown
-        case .loginTimeout, .loginFailed, .idleTimeout, .tokenExpired, .connectionLost: .dropped
-        }
-        logger.info("session ended", metadata: ["how": "\(how)"])
-        let registry = gateway.registry
-        let registration = self.registration
-        let finished = self.finished
-        Task {
-            await session.end(how)
-            if let registration { await registry.unregister(user: session.user, device: session.device, id: registration) }
+        case .finish:
+            mailbox?.close()
+            lane.close()
             finished?.succeed(())
         }
     }
 
-    /// Completes `finished` once the channel is closed and nothing is left to end.
-    func finishIfDone() {
-        guard machine.state == .closed, !machine.loginPending, !sessionEnding, !finishedWithoutSession else { return }
-        finishedWithoutSession = true
+    /// Writes the farewell (after what is pending) and closes the channel once it is out.
+    private func close(with farewell: ConnectionAction.Farewell) {
+        cancelTimer()
+        let frame: IMFrame
+        switch farewell {
+        case .error(let code, let text, let refSequence):
+            logger.info("closing", metadata: ["code": "\(code)", "reason": "\(text)"])
+            let sessionID = refSequence != nil ? machine.loginHeader?.sessionID ?? machine.sessionID : machine.sessionID
+            frame = IMMessage.error(ErrorNotice(code: code, message: text, refSequence: refSequence))
+                .frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: sessionID)
+        case .kick(let code, let text):
+            logger.info("kicked", metadata: ["code": "\(code)", "reason": "\(text)"])
+            frame = IMMessage.kick(Kick(reason: code, message: text))
+                .frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: machine.sessionID)
+        case .acknowledgeLogout(let header):
+            frame = Ack(sequence: header.sequence).frame(timestamp: unixSeconds(), sessionID: header.sessionID)
+        }
+        writeThenClose(frame)
+    }
+
+    /// A newer login of this device, or the gateway shutting down: KICK (or ERROR before
+    /// LOGIN_OK), close, end the MQTT session. The future completes once the connection has
+    /// finished.
+    func leave(_ event: ConnectionStateMachine.Event) -> EventLoopFuture<Void> {
+        perform(machine.handle(event))
+        flushIfNeeded()
+        return finished!.futureResult
+    }
+
+    /// Ends the device's MQTT session the way `reason` says; reports `sessionEnded`.
+    func endSession(_ reason: ConnectionStateMachine.CloseReason) {
+        guard let session, let loop = channelContext?.eventLoop ?? finished?.futureResult.eventLoop else { return }
+        // What the device ACKed goes first: acknowledgements and "delivered" receipts.
+        receiptTimer?.cancel()
+        receiptTimer = nil
+        startUplink(receiptsDue: true, ending: true)
         mailbox?.close()
         lane.close()
-        finished?.succeed(())
+        if requests != nil {
+            gateway.statistics.loggedIn.subtract(1, ordering: .relaxed)
+        }
+        logger.info("session ended", metadata: ["reason": "\(reason)"])
+        let registry = gateway.registry
+        let registration = self.registration
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        Task {
+            await session.end(reason)
+            if let registration { await registry.unregister(user: session.user, device: session.device, id: registration) }
+            loop.execute { bound.value.perform(bound.value.machine.handle(.sessionEnded)) }
+        }
+    }
+
+    // MARK: The timer
+
+    /// Keeps the one timer armed for the machine's next deadline. A timer that fires
+    /// before the deadline moved later re-arms (a frame pushes the idle deadline back
+    /// without touching the timer).
+    func armTimer() {
+        guard let context = channelContext, let deadline = machine.nextDeadline else {
+            cancelTimer()
+            return
+        }
+        if let armed = timer?.deadline, armed <= deadline { return }
+        timer?.task.cancel()
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        timer = (context.eventLoop.scheduleTask(deadline: deadline) { bound.value.timerFired() }, deadline)
+    }
+
+    private func timerFired() {
+        timer = nil
+        guard let context = channelContext else { return }
+        perform(machine.handle(.timerFired(now: context.eventLoop.now)))
+        flushIfNeeded()
+        armTimer()
+    }
+
+    private func cancelTimer() {
+        timer?.task.cancel()
+        timer = nil
     }
 
     // MARK: Writing
@@ -352,7 +334,7 @@ final class DeviceConnection: ChannelDuplexHandler {
 
     /// Sends a message with the next sequence number.
     func send(_ message: IMMessage, sessionID: UInt16? = nil) {
-        write(message.frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: sessionID ?? self.sessionID))
+        write(message.frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: sessionID ?? machine.sessionID))
     }
 
     func flushIfNeeded() {
@@ -369,13 +351,10 @@ final class DeviceConnection: ChannelDuplexHandler {
         context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
     }
 
-    func sendThenClose(_ message: IMMessage) {
-        writeThenClose(message.frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: sessionID))
-    }
-
     /// The stream is no longer framed: say why, then close.
     func closeOnMalformedFrame(_ error: IMWireError) {
         logger.notice("closing on a malformed frame", metadata: ["error": "\(error)"])
+        cancelTimer()
         writeThenClose(error.errorFrame(sequence: sequence.next(), timestamp: unixSeconds()))
     }
 }

@@ -171,19 +171,6 @@ final class DeviceSession: Sendable {
             properties: Self.properties(sender: user, expiry: max(1, expiry)))
     }
 
-    /// How a device's connection ended.
-    enum Ending: Sendable {
-        /// LOGOUT: publish "offline", disconnect normally (no will).
-        case logout
-        /// The socket dropped or went silent: the broker publishes the will. Deliveries the
-        /// device did not ACK stay with the broker, which redelivers them next time.
-        case dropped
-        /// A newer login of the same device took the session: leave quietly.
-        case takenOver
-        /// The gateway shuts down: like a drop (the device will reconnect elsewhere).
-        case shutdown
-    }
-
     /// How long ending a session may wait for the broker (the "offline" presence, the
     /// DISCONNECT) before the connection is dropped anyway.
     static let endGrace: Duration = .seconds(2)
@@ -196,7 +183,13 @@ final class DeviceSession: Sendable {
     /// publishes the will (a retained "offline" presence) and redelivers those messages at
     /// the device's next login. And it never waits on the broker for more than
     /// ``endGrace``: past it the connection is dropped the same way.
-    func end(_ ending: Ending) async {
+    ///
+    /// How, by why the connection ended: after LOGOUT, "offline" is published and the
+    /// session disconnects normally (no will); after a takeover it is left to the new
+    /// connection quietly; in every other case (a drop, a deadline, shutdown, the token) it
+    /// disconnects with the will, and deliveries the device did not ACK stay with the
+    /// broker, which redelivers them at the next login.
+    func end(_ reason: ConnectionStateMachine.CloseReason) async {
         let client = self.client
         let deadline = Task {
             try await Task.sleep(for: Self.endGrace)
@@ -205,7 +198,7 @@ final class DeviceSession: Sendable {
             await client.close()
         }
         defer { deadline.cancel() }
-        switch ending {
+        switch reason {
         case .logout:
             // A new delivery can arrive while this runs: its PUBACK is then held behind
             // this publish, which has already been written (the loop writes what a call
@@ -215,7 +208,7 @@ final class DeviceSession: Sendable {
             }
             // Aborts if deliveries are held (the will says "offline").
             try? await client.disconnect()
-        case .dropped, .shutdown:
+        case .loginTimeout, .loginFailed, .idleTimeout, .deliveryTimeout, .tokenExpired, .shutdown, .brokerLost, .connectionLost:
             // v5 DISCONNECT 0x04: the broker publishes the will now. With deliveries held,
             // the connection is dropped instead, which fires the will too.
             try? await client.disconnect(reason: .disconnectWithWill)

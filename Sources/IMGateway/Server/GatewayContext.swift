@@ -14,7 +14,6 @@ final class GatewayContext: Sendable {
     let dedup: DedupStore
     let statistics = GatewayStatistics()
     let shares: LocationShareDirectory
-    let deliveryWatchdog: DeliveryWatchdog
     /// At most this many MQTT connects in progress: a login storm must not overflow the
     /// broker's listen backlog (mosquitto: 100).
     let connectGate: ConcurrencyGate
@@ -30,7 +29,6 @@ final class GatewayContext: Sendable {
         self.gatewayID = configuration.gatewayID
         self.dedup = DedupStore()
         self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))
-        self.deliveryWatchdog = DeliveryWatchdog(timeout: .seconds(configuration.limits.deliveryAckTimeout))
         self.connectGate = ConcurrencyGate(limit: 64)
         self.logger = logger
     }
@@ -76,21 +74,21 @@ actor SessionRegistry {
 
     struct Entry: Sendable {
         let id: UInt64
-        /// Makes the connection leave: KICK with the reason, end the MQTT side, close.
-        let leave: @Sendable (DeviceSession.Ending) async -> Void
+        /// Makes the connection leave for the newer login: KICK, close, end the MQTT side.
+        let leave: @Sendable () async -> Void
     }
 
     private var nextID: UInt64 = 0
 
     /// Registers a new login; an older connection of the same device is told to leave
     /// first (it sends a KICK and closes) and awaited. Returns the registration id.
-    func register(user: String, device: String, leave: @escaping @Sendable (DeviceSession.Ending) async -> Void) async -> UInt64 {
+    func register(user: String, device: String, leave: @escaping @Sendable () async -> Void) async -> UInt64 {
         nextID += 1
         let id = nextID
         let key = user + "/" + device
         let previous = sessions[key]
         sessions[key] = Entry(id: id, leave: leave)
-        if let previous { await previous.leave(.takenOver) }
+        if let previous { await previous.leave() }
         return id
     }
 

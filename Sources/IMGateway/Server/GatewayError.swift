@@ -4,13 +4,10 @@ import IMWire
 public enum GatewayError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The embedded broker did not start (the reason, and what it printed).
     case embeddedBrokerFailed(String)
-    /// A connection timed out (login or idle) and was closed with this code.
-    case timedOut(IMErrorCode)
 
     public var description: String {
         switch self {
         case .embeddedBrokerFailed(let why): return "embedded broker failed: \(why)"
-        case .timedOut(let code): return "timed out (\(code))"
         }
     }
 }

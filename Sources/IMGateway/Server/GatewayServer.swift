@@ -57,10 +57,6 @@ public final class GatewayServer: Service, Sendable {
                     try child.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
                         MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
-                        ConnectionTimeoutHandler(
-                            loginTimeout: .seconds(Int64(limits.loginTimeout)),
-                            idleTimeout: .seconds(Int64(limits.idleTimeout)),
-                            sequence: sequence),
                         DeviceConnection(gateway: context, sequence: sequence, peer: child.remoteAddress?.description ?? "?"),
                     ])
                 }
@@ -101,8 +97,7 @@ public final class GatewayServer: Service, Sendable {
 
     /// Accepts and serves connections until the listener is closed or graceful shutdown
     /// (``shutdown()``), then waits for the last connection to finish. Its helpers (the
-    /// stats topic, the location share directory, the metrics endpoint, the delivery
-    /// watchdog) run as child tasks and have ended when it returns.
+    /// stats topic, the location share directory, the metrics endpoint) run as child tasks and have ended when it returns.
     public func run() async throws {
         context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
         let context = self.context
@@ -112,7 +107,6 @@ public final class GatewayServer: Service, Sendable {
                 group.addTask { await StatsPublisher(context: context).run() }
                 group.addTask { await LocationShareDirectory.follow(context.shares, context: context) }
                 group.addTask { try? await metrics?.run() }
-                group.addTask { await context.deliveryWatchdog.run() }
                 // Connections are served by their channel handlers; this waits for the
                 // listener to close, then for the last connection to finish.
                 try? await serverChannel.closeFuture.get()

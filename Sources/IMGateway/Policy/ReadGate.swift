@@ -1,0 +1,38 @@
+/// Backpressure on what a device sends: reading stops while too many of its chat messages
+/// wait for the broker, or while its socket does not take what it is sent (so that the
+/// replies to its requests cannot pile up in the outbound buffer), and resumes once
+/// neither holds.
+public struct ReadGate: Sendable, Hashable {
+    /// Past this many chat messages of one device waiting for the broker, reading stops.
+    /// Far above what a well-behaved device has unACKed.
+    public static let maxWaitingChats = 4096
+
+    /// Chat messages accepted from the device and not handed to the MQTT client yet.
+    public private(set) var waitingChats = 0
+    /// Whether the device's socket takes writes.
+    public private(set) var writable = true
+    /// A read was asked for and held back.
+    public private(set) var readPending = false
+
+    public init() {}
+
+    private var open: Bool { self.waitingChats < Self.maxWaitingChats && self.writable }
+
+    /// The channel asks to read: whether to read now (else it is held until ``resume()``
+    /// says so).
+    public mutating func readRequested() -> Bool {
+        if self.open { return true }
+        self.readPending = true
+        return false
+    }
+
+    /// The number of chat messages waiting changed, or writability did: whether a held
+    /// read should happen now.
+    public mutating func update(waitingChats: Int? = nil, writable: Bool? = nil) -> Bool {
+        if let waitingChats { self.waitingChats = waitingChats }
+        if let writable { self.writable = writable }
+        guard self.readPending, self.open else { return false }
+        self.readPending = false
+        return true
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import IMGateway
+import IMWire
+import Testing
+
+/// A session lasts as long as its token (PROTOCOL.md 6.9): past its expiry plus the
+/// configured leeway the device is kicked with TOKEN_EXPIRED, and its connection closes.
+@Suite("Gateway: token expiry ends the session", .stopsWhatItStarts, .timeLimit(.minutes(2)))
+struct TokenExpiryTests {
+    @Test("a token that expires while logged in: KICK TOKEN_EXPIRED with the LOGIN's session id, then close")
+    func kickedAtExpiry() async throws {
+        let gateway = try await TestGateway.start { $0.auth.leeway = 0 }
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await TestDevice.connect(port: gateway.port)
+        try await bob.send(.login(LoginRequest(token: try await gateway.minter.mint(user: "bob", validFor: 3), deviceID: "phone")), sessionID: 42)
+        let (okFrame, ok) = try await bob.next(within: 10, "LOGIN_OK")
+        guard case .loginOK = ok else {
+            Issue.record("expected LOGIN_OK, got \(ok)")
+            return
+        }
+        #expect(okFrame.header.sessionID == 42)
+        // While the token holds, chat reaches bob.
+        _ = try await alice.chat(to: "bob", id: "before", text: "hi")
+        let (deliveryFrame, delivery) = try await bob.next(within: 10, "the delivery")
+        guard case .delivery(let chat) = delivery else {
+            Issue.record("expected a delivery, got \(delivery)")
+            return
+        }
+        #expect(chat.messageID == "before")
+        #expect(deliveryFrame.header.sessionID == 42)
+        try await bob.ack(deliveryFrame)
+        // Nothing else is sent: the idle timeout (90 s) is far off, only the token can end it.
+        let (kickFrame, next) = try await bob.next(within: 10, "the kick")
+        let kick: (IMFrame, Kick)? = if case .kick(let notice) = next { (kickFrame, notice) } else { nil }
+        #expect(kick?.1.reason == .tokenExpired)
+        #expect(kick?.0.header.sessionID == 42, "what the gateway sends on its own carries the LOGIN's session id")
+        await #expect(throws: TestError.self) { _ = try await bob.frames.next(within: 10, "the close") }
+        await gateway.stop()
+    }
+
+    @Test("the login deadline's ERROR carries the session id of the client's last frame")
+    func loginTimeoutSessionID() async throws {
+        let gateway = try await TestGateway.start { $0.limits.loginTimeout = 1 }
+        let device = try await TestDevice.connect(port: gateway.port)
+        try await device.send(.heartbeat, sessionID: 7)
+        var notice: (IMFrame, ErrorNotice)?
+        while notice == nil {
+            let (frame, message) = try await device.next(within: 10, "the heartbeat ACK, then the timeout")
+            if case .error(let error) = message { notice = (frame, error) }
+        }
+        #expect(notice?.1.code == .loginTimeout)
+        #expect(notice?.1.message == "no login within 1 s")
+        #expect(notice?.0.header.sessionID == 7)
+        await gateway.stop()
+    }
+}
