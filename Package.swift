@@ -156,6 +156,7 @@ let package = Package(
             dependencies: [
                 "IMGateway",
                 "IMWire",
+                "Mosquitto",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]

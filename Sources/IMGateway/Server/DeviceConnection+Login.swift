@@ -9,7 +9,7 @@ extension DeviceConnection {
     enum LoginOutcome: Sendable {
         /// The token holds until `expiresAt` and the MQTT session is open (`resumed`: the
         /// broker kept it).
-        case opened(DeviceSession, registration: UInt64, resumed: Bool, expiresAt: Date)
+        case opened(any DeviceSession, registration: UInt64, resumed: Bool, expiresAt: Date)
         /// Refused: ERROR with this code, then close.
         case refused(IMErrorCode, String)
         /// The MQTT session could not be opened (the session was ended again).
@@ -53,7 +53,7 @@ extension DeviceConnection {
         case .success(let identity): (user, device, expiresAt) = identity
         case .failure(let refusal): return .refused(refusal.code, refusal.message)
         }
-        let session = DeviceSession(user: user, device: device, receiptNotices: request.receiptNotices ?? true, context: gateway)
+        let session = gateway.makeSession(user: user, device: device, receiptNotices: request.receiptNotices ?? true, logger: logger)
         // Before connecting: a resumed session's queued messages follow CONNACK at once.
         await session.attach(to: mailbox)
         let registration = await gateway.registry.register(user: user, device: device, leave: leave)
@@ -132,7 +132,7 @@ extension DeviceConnection {
     }
 
     /// LOGIN_OK, then deliveries flow.
-    func completeLogin(_ session: DeviceSession, resumed: Bool, expiresAt: Date) {
+    func completeLogin(_ session: any DeviceSession, resumed: Bool, expiresAt: Date) {
         guard let context = channelContext, let loginHeader = machine.loginHeader else { return }
         let sessionID = machine.sessionID
         logger[metadataKey: "user"] = "\(session.user)"

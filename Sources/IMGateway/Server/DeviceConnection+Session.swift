@@ -121,39 +121,18 @@ extension DeviceConnection {
         let receiptsNow = !delivered.isEmpty && (receiptsDue || delivered.count >= Self.receiptBatch)
         if !delivered.isEmpty && !receiptsNow { scheduleReceipts() }
         guard !(chats.isEmpty && acknowledgements.isEmpty && !receiptsNow) else { return }
-        let acknowledgements = self.acknowledgements
-        let receipts = receiptsNow ? takeReceipts(session) : []
-        self.acknowledgements = []
-        let logger = self.logger
-        session.client.perform { client in
-            if !acknowledgements.isEmpty { client.acknowledge(deliveryIDs: acknowledgements) }
-            for (receipt, messageID) in receipts {
-                let failed: @Sendable (any Error) -> Void = { error in
-                    logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(messageID)"])
-                }
-                do {
-                    try receipt.start(on: client) { if case .failure(let error) = $0 { failed(error) } }
-                } catch {
-                    failed(error)
-                }
-            }
-            for chat in chats {
-                do {
-                    try chat.publish.start(on: client) { mailbox.post(.published(chat.ticket, $0)) }
-                } catch {
-                    mailbox.post(.published(chat.ticket, .failure(error as? MosquittoError ?? .closed)))
-                }
-            }
-        }
+        let batch = UplinkBatch(acknowledgements: acknowledgements, receipts: receiptsNow ? takeReceipts(session) : [], chats: chats)
+        acknowledgements = []
+        session.send(batch, mailbox: mailbox)
     }
 
     /// The gathered "delivered" receipts, one per sender, ready to publish.
-    private func takeReceipts(_ session: DeviceSession) -> [(publish: DeviceSession.OutgoingPublish, messageID: String)] {
+    private func takeReceipts(_ session: any DeviceSession) -> [(publish: OutgoingPublish, messageID: String)] {
         receiptTimer?.cancel()
         receiptTimer = nil
         defer { delivered = [] }
         return Self.bySender(delivered).map { group in
-            (session.deliveredReceipt(to: group.sender, messageIDs: group.ids), group.ids[0])
+            (session.receipt(.delivered, to: group.sender, messageIDs: group.ids), group.ids[0])
         }
     }
 
@@ -310,7 +289,7 @@ extension DeviceConnection {
                 downlink.enqueue(DownlinkEntry(message: .presence(notice)), class: .presence, coalescingKey: message.topic)
             }
         case .receipts:
-            // (Acknowledged at once on the MQTT loop: DeviceSession.attach(to:).) Not for a
+            // (Acknowledged at once on the MQTT loop: MosquittoDeviceSession.attach(to:).) Not for a
             // device that logged in with RECEIPT_NOTICES = 0.
             if session.receiptNotices, let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notices = try? payload.notices() {
                 for notice in notices { downlink.enqueue(DownlinkEntry(message: .receiptNotice(notice)), class: .receipt) }

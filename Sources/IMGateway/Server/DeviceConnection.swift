@@ -40,7 +40,7 @@ final class DeviceConnection: ChannelDuplexHandler {
     var finished: EventLoopPromise<Void>?
 
     // The session, once the login opened it.
-    var session: DeviceSession?
+    var session: (any DeviceSession)?
     var registration: UInt64?
     var mailbox: ConnectionMailbox?
     /// Set at LOGIN_OK.
@@ -82,13 +82,7 @@ final class DeviceConnection: ChannelDuplexHandler {
         var origin: PendingDeliveries.Origin?
     }
 
-    /// A chat message ready to publish, and what its ACK needs.
-    struct ChatStart: Sendable {
-        var publish: DeviceSession.OutgoingPublish
-        var ticket: ConnectionMailbox.ChatTicket
-    }
-
-    init(gateway: GatewayContext, sequence: OutboundSequence, peer: String, now: NIODeadline = .now()) {
+    init(gateway: GatewayContext, sequence: OutboundSequence, peer: String, now: NIODeadline) {
         self.gateway = gateway
         self.sequence = sequence
         var logger = gateway.logger
@@ -315,7 +309,11 @@ final class DeviceConnection: ChannelDuplexHandler {
     private func timerFired() {
         timer = nil
         guard let context = channelContext else { return }
-        perform(machine.handle(.timerFired(now: context.eventLoop.now)))
+        let now = context.eventLoop.now
+        perform(machine.handle(.timerFired(now: now)))
+        // The machine's next deadline is what its timer event checks: one that has passed
+        // has been acted on (else this would fire again at once, for ever).
+        assert(machine.nextDeadline.map { $0 > now } ?? true, "a deadline passed and the machine did nothing")
         flushIfNeeded()
         armTimer()
     }

@@ -25,7 +25,7 @@ struct DeviceRequests: Sendable {
         case publish(Publish)
     }
 
-    let session: DeviceSession
+    let session: any DeviceSession
     let context: GatewayContext
     let sender: FrameSender
     let logger: Logger
@@ -47,17 +47,17 @@ struct DeviceRequests: Sendable {
         switch job {
         case .receipt(let receipt):
             try IMIdentifier.validate(receipt.to, kind: .user)
-            try await session.publishReadReceipt(receipt)
+            try await session.publish(session.receipt(.read, to: receipt.to, messageIDs: [receipt.messageID]))
             sender.reply(Ack(sequence: header.sequence, messageID: receipt.messageID), to: header)
         case .watch(let users):
             // The retained presence of every device of the watched users arrives at
             // once, then every change (PRESENCE notices).
             for user in users { try IMIdentifier.validate(user, kind: .user) }
-            let results = try await session.client.subscribe(users.map { .init(context.topics.presenceFilter(user: $0), qos: .atLeastOnce) })
+            let results = try await session.subscribe(users.map { .init(context.topics.presenceFilter(user: $0), qos: .atLeastOnce) })
             let refused = results.contains { if case .rejected = $0 { true } else { false } }
             sender.reply(refused ? Ack.refusing(sequence: header.sequence, code: .forbidden) : Ack(sequence: header.sequence), to: header)
         case .unwatch(let users):
-            try await session.client.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.presenceFilter(user: $0) })
+            try await session.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.presenceFilter(user: $0) })
             sender.reply(Ack(sequence: header.sequence), to: header)
         case .shareStart(let start):
             for user in start.audience { try IMIdentifier.validate(user, kind: .user) }
@@ -80,16 +80,16 @@ struct DeviceRequests: Sendable {
                     message: "not in the audience of \(refused.joined(separator: ", "))"), to: header)
                 return
             }
-            _ = try await session.client.subscribe(users.map { .init(context.topics.location(user: $0), qos: .atMostOnce) })
+            _ = try await session.subscribe(users.map { .init(context.topics.location(user: $0), qos: .atMostOnce) })
             sender.reply(Ack(sequence: header.sequence), to: header)
         case .locationUnwatch(let users):
-            try await session.client.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.location(user: $0) })
+            try await session.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.location(user: $0) })
             sender.reply(Ack(sequence: header.sequence), to: header)
         case .subscribe(let subscribe):
             try await self.subscribe(subscribe, header: header)
         case .unsubscribe(let unsubscribe):
             let filters = unsubscribe.filters.compactMap { try? context.topics.pubsubFilter($0) }
-            if !filters.isEmpty { try await session.client.unsubscribe(filters) }
+            if !filters.isEmpty { try await session.unsubscribe(filters) }
             sender.reply(Ack(sequence: header.sequence), to: header)
         case .publish(let publish):
             try await self.publish(publish, header: header)
@@ -121,7 +121,7 @@ struct DeviceRequests: Sendable {
             wanted.append((index, .init(filter, qos: qos)))
         }
         if !wanted.isEmpty {
-            let granted = try await session.client.subscribe(wanted.map(\.subscription))
+            let granted = try await session.subscribe(wanted.map(\.subscription))
             for (position, entry) in wanted.enumerated() {
                 let filter = subscribe.subscriptions[entry.index].filter
                 switch granted[position] {
@@ -152,9 +152,9 @@ struct DeviceRequests: Sendable {
             sender.reply(Ack.refusing(sequence: header.sequence, code: .qosNotSupported, message: "at most QoS \(maxQoS.rawValue)"), to: header)
             return
         }
-        try await session.client.publish(
+        try await session.publish(OutgoingPublish(
             topic: topic, payload: Array(publish.payload.readableBytesView), qos: QoS(rawValue: publish.qos.rawValue) ?? .atMostOnce,
-            retain: publish.retain, properties: MQTTProperties(userProperties: [UserProperty("sender", session.user)]))
+            retain: publish.retain, properties: MQTTProperties(userProperties: [UserProperty("sender", session.user)])))
         sender.reply(Ack(sequence: header.sequence, serverTime: unixMilliseconds()), to: header)
     }
 }

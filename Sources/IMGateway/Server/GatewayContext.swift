@@ -19,8 +19,17 @@ final class GatewayContext: Sendable {
     let connectGate: ConcurrencyGate
     let gatewayID: String
     let logger: Logger
+    /// Makes a device's MQTT session; `nil`: a ``MosquittoDeviceSession`` on the broker.
+    private let sessionFactory: SessionFactory?
 
-    init(configuration: GatewayConfiguration, broker: BrokerEndpoint, mqttLoop: MosquittoEventLoop, logger: Logger) {
+    /// Makes the MQTT session of a device that logs in.
+    typealias SessionFactory = @Sendable (_ user: String, _ device: String, _ receiptNotices: Bool, _ logger: Logger) -> any DeviceSession
+
+    init(
+        configuration: GatewayConfiguration, broker: BrokerEndpoint, mqttLoop: MosquittoEventLoop, logger: Logger,
+        sessionFactory: SessionFactory? = nil
+    ) {
+        self.sessionFactory = sessionFactory
         self.configuration = configuration
         self.broker = broker
         self.topics = GatewayTopics(prefix: configuration.topicPrefix, pubsubSpace: configuration.pubsub.topicSpace)
@@ -31,6 +40,12 @@ final class GatewayContext: Sendable {
         self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))
         self.connectGate = ConcurrencyGate(limit: 64)
         self.logger = logger
+    }
+
+    /// The MQTT session of a device that logs in.
+    func makeSession(user: String, device: String, receiptNotices: Bool, logger: Logger) -> any DeviceSession {
+        if let sessionFactory { return sessionFactory(user, device, receiptNotices, logger) }
+        return MosquittoDeviceSession(user: user, device: device, receiptNotices: receiptNotices, context: self, logger: logger)
     }
 }
 

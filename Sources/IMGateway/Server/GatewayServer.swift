@@ -57,7 +57,7 @@ public final class GatewayServer: Service, Sendable {
                     try child.pipeline.syncOperations.addHandlers([
                         ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
                         MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
-                        DeviceConnection(gateway: context, sequence: sequence, peer: child.remoteAddress?.description ?? "?"),
+                        DeviceConnection(gateway: context, sequence: sequence, peer: child.remoteAddress?.description ?? "?", now: child.eventLoop.now),
                     ])
                 }
             }

@@ -1,0 +1,162 @@
+import IMWire
+import Logging
+import Mosquitto
+
+/// The MQTT v5 session of one logged-in device on the broker: client id derived from user
+/// and device, clean start off, session expiry from the configuration, a retained
+/// "offline" presence as its will, and manual acknowledgement (ack-through) so that a chat
+/// message the broker handed over is only acknowledged once the device ACKed it.
+final class MosquittoDeviceSession: DeviceSession {
+    let user: String
+    let device: String
+    let receiptNotices: Bool
+    let topics: GatewayTopics
+    let gatewayID: String
+    let client: MosquittoClient
+    private let connectGate: ConcurrencyGate
+    private let logger: Logger
+
+    init(user: String, device: String, receiptNotices: Bool = true, context: GatewayContext, logger: Logger) {
+        self.user = user
+        self.device = device
+        self.receiptNotices = receiptNotices
+        self.topics = context.topics
+        self.gatewayID = context.gatewayID
+        self.connectGate = context.connectGate
+        self.logger = logger
+        let broker = context.configuration.broker
+        var configuration = context.broker.clientConfiguration(clientID: context.topics.mqttClientID(user: user, device: device))
+        configuration.cleanStart = false
+        configuration.sessionExpiryInterval = UInt32(clamping: broker.sessionExpiry)
+        configuration.keepalive = broker.keepalive
+        configuration.maxInflightPublishes = broker.maxInflight
+        configuration.acknowledgement = .manual
+        // The broker hands over at most this many QoS 1 messages the device has not ACKed.
+        configuration.receiveMaximum = UInt16(clamping: max(1, context.configuration.limits.maxUnackedDeliveries))
+        configuration.will = MosquittoClient.Will(
+            topic: context.topics.presence(user: user, device: device),
+            payload: PayloadCodec.encode(PresencePayload(status: .offline, device: device, ts: unixMilliseconds(), gateway: context.gatewayID)),
+            qos: .atLeastOnce,
+            retain: true,
+            properties: .gateway(sender: user))
+        self.client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
+    }
+
+    /// Connects (resuming the device's session if the broker kept it). Returns whether
+    /// the broker resumed a stored session.
+    ///
+    /// With a resumed session, queued messages follow CONNACK at once and, under
+    /// ack-through, hold everything this client queues until the device ACKs them: so
+    /// deliveries must already flow to the device before `subscribeAndAnnounce()` is
+    /// awaited.
+    func connect() async throws -> Bool {
+        try await connectGate.run { try await client.connect().sessionPresent }
+    }
+
+    /// Hands received messages and the loss of the connection to `mailbox` (on the MQTT
+    /// loop's thread) instead of the client's streams.
+    ///
+    /// Only chat deliveries and pub/sub messages wait for the device's ACK (ack-through);
+    /// everything else is acknowledged at once, on the MQTT loop: a receipt or presence
+    /// notice held until the event loop got to it would hold the session's own chat
+    /// publishes behind it for two thread hops. (A receipt lost in a crash costs little:
+    /// the device's later ACK of it is accepted and ignored.)
+    func attach(to mailbox: ConnectionMailbox) async {
+        let topics = self.topics
+        await client.deliverMessages { message in
+            let kind = topics.classify(message.topic)
+            mailbox.post(.message(message, kind))
+            switch kind {
+            case .inbox, .pubsub: return .later
+            default: return .now
+            }
+        }
+        await client.reportEvents { event in
+            if case .disconnected(let reason) = event { mailbox.post(.lost(reason)) }
+        }
+    }
+
+    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox) {
+        let logger = self.logger
+        client.perform { client in
+            if !batch.acknowledgements.isEmpty { client.acknowledge(deliveryIDs: batch.acknowledgements) }
+            for (receipt, messageID) in batch.receipts {
+                let failed: @Sendable (any Error) -> Void = { error in
+                    logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(messageID)"])
+                }
+                do {
+                    try receipt.start(on: client) { if case .failure(let error) = $0 { failed(error) } }
+                } catch {
+                    failed(error)
+                }
+            }
+            for chat in batch.chats {
+                do {
+                    try chat.publish.start(on: client) { mailbox.post(.published(chat.ticket, $0)) }
+                } catch {
+                    mailbox.post(.published(chat.ticket, .failure(error as? MosquittoError ?? .closed)))
+                }
+            }
+        }
+    }
+
+    func publish(_ publish: OutgoingPublish) async throws {
+        try await client.publish(
+            topic: publish.topic, payload: publish.payload, qos: publish.qos, retain: publish.retain, properties: publish.properties)
+    }
+
+    func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [Mosquitto.SubscriptionResult] {
+        try await client.subscribe(subscriptions)
+    }
+
+    func unsubscribe(_ filters: [String]) async throws {
+        try await client.unsubscribe(filters)
+    }
+
+    /// How long ending a session may wait for the broker (the "offline" presence, the
+    /// DISCONNECT) before the connection is dropped anyway.
+    static let endGrace: Duration = .seconds(2)
+
+    /// Ends the MQTT side and releases the client, in bounded time.
+    ///
+    /// It never waits on what the session itself holds back: with deliveries the device
+    /// has not ACKed, their PUBACKs are held (ack-through) and would have to leave before
+    /// anything this client sends, so the connection is dropped instead. The broker then
+    /// publishes the will (a retained "offline" presence) and redelivers those messages at
+    /// the device's next login. And it never waits on the broker for more than
+    /// ``endGrace``: past it the connection is dropped the same way.
+    ///
+    /// How, by why the connection ended: after LOGOUT, "offline" is published and the
+    /// session disconnects normally (no will); after a takeover it is left to the new
+    /// connection quietly; in every other case (a drop, a deadline, shutdown, the token) it
+    /// disconnects with the will, and deliveries the device did not ACK stay with the
+    /// broker, which redelivers them at the next login.
+    func end(_ reason: ConnectionStateMachine.CloseReason) async {
+        let client = self.client
+        let deadline = Task {
+            try await Task.sleep(for: Self.endGrace)
+            await client.abort()
+            // Fails whatever still waits for the broker (the presence publish).
+            await client.close()
+        }
+        defer { deadline.cancel() }
+        switch reason {
+        case .logout:
+            // A new delivery can arrive while this runs: its PUBACK is then held behind
+            // this publish, which has already been written (the loop writes what a call
+            // queued before it reads again).
+            if await client.unacknowledgedCount == 0 {
+                try? await publish(presence(.offline))
+            }
+            // Aborts if deliveries are held (the will says "offline").
+            try? await client.disconnect()
+        case .loginTimeout, .loginFailed, .idleTimeout, .deliveryTimeout, .tokenExpired, .shutdown, .brokerLost, .connectionLost:
+            // v5 DISCONNECT 0x04: the broker publishes the will now. With deliveries held,
+            // the connection is dropped instead, which fires the will too.
+            try? await client.disconnect(reason: .disconnectWithWill)
+        case .takenOver:
+            await client.abort()
+        }
+        await client.close()
+    }
+}

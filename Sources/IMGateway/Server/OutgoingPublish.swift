@@ -1,0 +1,47 @@
+import Mosquitto
+
+/// A publish prepared off the MQTT loop (payload encoded, topic named), to be started on it
+/// or awaited.
+struct OutgoingPublish: Sendable, Hashable {
+    var topic: String
+    var payload: [UInt8]
+    var qos: QoS
+    var retain: Bool = false
+    var properties: MQTTProperties = MQTTProperties()
+
+    /// Hands it to `client` (see ``MosquittoClient/startPublish(topic:payload:qos:retain:properties:completion:)``).
+    func start(on client: isolated MosquittoClient, completion: @escaping @Sendable (Result<Void, MosquittoError>) -> Void) throws {
+        try client.startPublish(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties, completion: completion)
+    }
+}
+
+extension MQTTProperties {
+    /// What the gateway puts on its publishes: JSON content type and the sender (and
+    /// message id) as user properties, what `mosquitto_sub -V 5` shows next to the payload.
+    static func gateway(sender: String, messageID: String? = nil, expiry: UInt32? = nil) -> MQTTProperties {
+        var user = [UserProperty("sender", sender)]
+        if let messageID { user.append(UserProperty("message-id", messageID)) }
+        return MQTTProperties(userProperties: user, contentType: "application/json", messageExpiryInterval: expiry, payloadIsUTF8: true)
+    }
+}
+
+/// What one read burst (or mailbox batch) of a connection hands its MQTT session, in one
+/// visit to the MQTT loop, in this order: acknowledgements of deliveries (under ack-through
+/// they release the session's writes), "delivered" receipts, then chat publishes in the
+/// order the device sent them.
+struct UplinkBatch: Sendable {
+    /// MQTT deliveries the device (or the gateway) is done with.
+    var acknowledgements: [UInt64] = []
+    /// "Delivered" receipts, one per sender, with the first message id (for the log).
+    var receipts: [(publish: OutgoingPublish, messageID: String)] = []
+    /// Chat messages; each outcome is posted to the mailbox as `.published`.
+    var chats: [ChatStart] = []
+
+    var isEmpty: Bool { acknowledgements.isEmpty && receipts.isEmpty && chats.isEmpty }
+}
+
+/// A chat message ready to publish, and what its ACK needs.
+struct ChatStart: Sendable {
+    var publish: OutgoingPublish
+    var ticket: ConnectionMailbox.ChatTicket
+}

@@ -1,0 +1,285 @@
+@testable import IMGateway
+import IMWire
+import Logging
+import Mosquitto
+import NIOCore
+import NIOEmbedded
+import Synchronization
+import Testing
+
+/// ``DeviceConnection`` on a testing channel, with its MQTT side played by
+/// ``FakeDeviceSession``: no broker, no sockets, time advanced by the test.
+@Suite("DeviceConnection on a testing channel", .timeLimit(.minutes(1)))
+struct DeviceConnectionTests {
+    static let secret = "device-connection-test-secret"
+
+    /// One connection and what it opened.
+    struct Harness {
+        let loop: NIOAsyncTestingEventLoop
+        let channel: NIOAsyncTestingChannel
+        let sessions: AsyncStream<FakeDeviceSession>
+        let minter = TokenMinter(secret: DeviceConnectionTests.secret)
+        let context: GatewayContext
+        let sequence = Counter()
+
+        final class Counter: @unchecked Sendable {
+            // Only touched by the test's own task, one call at a time (the harness is not
+            // shared between tasks).
+            var value: UInt32 = 0
+            func next() -> UInt32 {
+                value += 1
+                return value
+            }
+        }
+
+        static func start(_ configure: (inout GatewayConfiguration) -> Void = { _ in }) async throws -> Harness {
+            var configuration = GatewayConfiguration.defaults
+            configuration.auth.jwtSecret = DeviceConnectionTests.secret
+            configure(&configuration)
+            let (sessions, created) = AsyncStream<FakeDeviceSession>.makeStream()
+            let topics = GatewayTopics(prefix: configuration.topicPrefix, pubsubSpace: configuration.pubsub.topicSpace)
+            var logger = Logger(label: "device-connection-test")
+            logger.logLevel = .critical
+            let context = GatewayContext(
+                configuration: configuration, broker: BrokerEndpoint(host: "127.0.0.1", port: 1), mqttLoop: .shared, logger: logger
+            ) { user, device, receiptNotices, _ in
+                let session = FakeDeviceSession(user: user, device: device, receiptNotices: receiptNotices, topics: topics)
+                created.yield(session)
+                return session
+            }
+            let loop = NIOAsyncTestingEventLoop()
+            let channel = NIOAsyncTestingChannel(loop: loop)
+            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, sequence: OutboundSequence(), peer: "test", now: loop.now))
+            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
+            return Harness(loop: loop, channel: channel, sessions: sessions, context: context)
+        }
+
+        /// Sends a frame from the device; returns its sequence.
+        @discardableResult
+        func send(_ message: IMMessage, sessionID: UInt16 = 3) async throws -> UInt32 {
+            let number = sequence.next()
+            try await channel.writeInbound(message.frame(sequence: number, timestamp: 1, sessionID: sessionID))
+            return number
+        }
+
+        /// The next frame the gateway wrote; if none comes within `seconds` (real time), the
+        /// channel is closed, which fails the wait (the testing channel's waits do not end on
+        /// cancellation).
+        func next(within seconds: Int = 10) async throws -> (IMFrame, IMMessage) {
+            let frame = try await bounded(seconds, "a frame from the gateway") {
+                try await channel.waitForOutboundWrite(as: IMFrame.self)
+            }
+            return (frame, try IMMessage(frame: frame))
+        }
+
+        /// Runs `wait`; past `seconds` the channel is closed (ending the wait) and this throws.
+        func bounded<T: Sendable>(_ seconds: Int, _ what: String, _ wait: () async throws -> T) async throws -> T {
+            let timedOut = Mutex(false)
+            let channel = self.channel
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(seconds))
+                timedOut.withLock { $0 = true }
+                try? await channel.close()
+            }
+            defer { watchdog.cancel() }
+            let result: Result<T, any Error>
+            do { result = .success(try await wait()) } catch { result = .failure(error) }
+            if timedOut.withLock({ $0 }) { throw Failure("no \(what) within \(seconds) s") }
+            return try result.get()
+        }
+
+        /// Logs in as `user` with session id 3; returns LOGIN_OK's frame and the session.
+        func login(_ user: String = "alice", validFor seconds: Int = 3600) async throws -> (IMFrame, FakeDeviceSession) {
+            let token = try await minter.mint(user: user, validFor: seconds)
+            try await send(.login(LoginRequest(token: token, deviceID: "phone")))
+            let (frame, message) = try await next()
+            guard case .loginOK = message else { throw Failure("expected LOGIN_OK, got \(message)") }
+            var iterator = sessions.makeAsyncIterator()
+            guard let session = await iterator.next() else { throw Failure("no session was opened") }
+            return (frame, session)
+        }
+
+        /// Waits (at most 10 s) for the gateway to close the channel.
+        func closed() async throws {
+            try await bounded(10, "close") { try await channel.closeFuture.get() }
+        }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    static func ended(_ session: FakeDeviceSession) async -> ConnectionStateMachine.CloseReason? {
+        await session.next { if case .end(let reason) = $0 { reason } else { nil } }
+    }
+
+    static func chatMessage(from sender: String, to recipient: String, id: String, deliveryID: UInt64) -> MosquittoMessage {
+        let payload = ChatPayload(send: ChatSend(to: recipient, messageID: id, content: .text("hi")), from: sender, serverTime: 1)
+        return MosquittoMessage(topic: "im/u/\(recipient)/inbox", payload: PayloadCodec.encode(payload), qos: .atLeastOnce, deliveryID: deliveryID)
+    }
+
+    @Test("login: LOGIN_OK refers to the LOGIN and carries its session id; the session subscribes and announces")
+    func login() async throws {
+        let harness = try await Harness.start()
+        try await harness.send(.heartbeat, sessionID: 9)
+        let (beat, _) = try await harness.next()
+        #expect(beat.header.type == .ack && beat.header.sessionID == 9)
+        let (frame, session) = try await harness.login()
+        #expect(frame.header.sessionID == 3)
+        guard case .loginOK(let ok) = try IMMessage(frame: frame) else { return }
+        #expect(ok.userID == "alice" && ok.deviceID == "phone" && ok.refSequence == 2)
+        let subscribed = await session.next { if case .subscribe(let filters) = $0 { filters } else { nil } }
+        #expect(subscribed == ["im/u/alice/inbox", "im/u/alice/receipts"])
+        let announced = await session.next { if case .publish(let publish) = $0 { publish } else { nil } }
+        #expect(announced?.topic == "im/u/alice/presence/phone" && announced?.retain == true)
+        try await harness.channel.close()
+    }
+
+    @Test("chat: handed to the session in one batch, ACKed once the broker took it, refused when it did not")
+    func chat() async throws {
+        let harness = try await Harness.start()
+        let (_, session) = try await harness.login()
+        let sequence = try await harness.send(.chat(ChatSend(to: "bob", messageID: "m-1", content: .text("hi"))))
+        let sent = await session.next { if case .send(_, _, let chats) = $0, !chats.isEmpty { chats } else { nil } }
+        #expect(sent?.map(\.topic) == ["im/u/bob/inbox"])
+        let (ackFrame, ack) = try await harness.next()
+        #expect(ack == .ack(Ack(sequence: sequence, messageID: "m-1", serverTime: ackFrame.ackServerTime)))
+        session.chatFailure.withLock { $0 = .closed }
+        let refused = try await harness.send(.chat(ChatSend(to: "bob", messageID: "m-2", content: .text("again"))))
+        let (_, negative) = try await harness.next()
+        guard case .ack(let nack) = negative else { throw Failure("expected a negative ACK, got \(negative)") }
+        #expect(nack.sequence == refused && nack.error == .brokerUnavailable)
+        try await harness.channel.close()
+    }
+
+    @Test("a delivery's ACK acknowledges it to the broker; its delivered receipt follows within the window")
+    func deliveryAcknowledged() async throws {
+        let harness = try await Harness.start()
+        let (_, session) = try await harness.login()
+        session.deliver(Self.chatMessage(from: "bob", to: "alice", id: "d-1", deliveryID: 77))
+        let (frame, message) = try await harness.next()
+        guard case .delivery(let delivery) = message else { throw Failure("expected a delivery, got \(message)") }
+        #expect(delivery.messageID == "d-1" && delivery.from == "bob")
+        #expect(frame.header.sessionID == 3)
+        try await harness.channel.writeInbound(frame.ack(timestamp: 1))
+        let acknowledged = await session.next { if case .send(let ids, _, _) = $0, !ids.isEmpty { ids } else { nil } }
+        #expect(acknowledged == [77])
+        await harness.loop.advanceTime(by: DeviceConnection.receiptWindow)
+        let receipts = await session.next { if case .send(_, let receipts, _) = $0, !receipts.isEmpty { receipts } else { nil } }
+        #expect(receipts?.map(\.topic) == ["im/u/bob/receipts"])
+        // Acknowledged in time: no deadline passes.
+        await harness.loop.advanceTime(by: .seconds(60))
+        #expect(harness.channel.isActive)
+        try await harness.channel.close()
+    }
+
+    @Test("a delivery never ACKed: KICK IDLE_TIMEOUT at the delivery ACK timeout, the session ends without acknowledging it")
+    func deliveryTimeout() async throws {
+        let harness = try await Harness.start { $0.limits.deliveryAckTimeout = 30 }
+        let (_, session) = try await harness.login()
+        session.deliver(Self.chatMessage(from: "bob", to: "alice", id: "d-2", deliveryID: 78))
+        _ = try await harness.next()
+        await harness.loop.advanceTime(by: .seconds(29))
+        #expect(harness.channel.isActive)
+        await harness.loop.advanceTime(by: .seconds(1))
+        let (kickFrame, kick) = try await harness.next()
+        #expect(kick == .kick(Kick(reason: .idleTimeout, message: "delivery not acknowledged within 30 s")))
+        #expect(kickFrame.header.sessionID == 3)
+        try await harness.closed()
+        var acknowledged: [UInt64] = []
+        let reason = await session.next { call -> ConnectionStateMachine.CloseReason? in
+            if case .send(let ids, _, _) = call { acknowledged += ids }
+            if case .end(let why) = call { return why }
+            return nil
+        }
+        #expect(reason == .deliveryTimeout)
+        #expect(acknowledged.isEmpty, "the broker keeps it, and redelivers it at the next login")
+    }
+
+    @Test("a token that expires: KICK TOKEN_EXPIRED, then the session ends (leeway counted)")
+    func tokenExpiry() async throws {
+        let harness = try await Harness.start { $0.auth.leeway = 5 }
+        let (_, session) = try await harness.login(validFor: 2)
+        // Not before expiry plus leeway (the token's exp is whole seconds: up to 2 s left).
+        await harness.loop.advanceTime(by: .seconds(5))
+        #expect(harness.channel.isActive)
+        try await harness.send(.heartbeat)
+        _ = try await harness.next()
+        await harness.loop.advanceTime(by: .seconds(3))
+        let (_, kick) = try await harness.next()
+        #expect(kick == .kick(Kick(reason: .tokenExpired, message: "the token expired; log in with a new one")))
+        try await harness.closed()
+        #expect(await Self.ended(session) == .tokenExpired)
+    }
+
+    @Test("silence: KICK IDLE_TIMEOUT after the idle timeout; a heartbeat pushes it back")
+    func idle() async throws {
+        let harness = try await Harness.start { $0.limits.idleTimeout = 90 }
+        let (_, session) = try await harness.login()
+        await harness.loop.advanceTime(by: .seconds(60))
+        try await harness.send(.heartbeat)
+        _ = try await harness.next()
+        await harness.loop.advanceTime(by: .seconds(60))
+        #expect(harness.channel.isActive)
+        await harness.loop.advanceTime(by: .seconds(30))
+        let (_, kick) = try await harness.next()
+        #expect(kick == .kick(Kick(reason: .idleTimeout, message: "nothing received for 90 s")))
+        try await harness.closed()
+        #expect(await Self.ended(session) == .idleTimeout)
+    }
+
+    @Test("the MQTT connection lost: ERROR BROKER_UNAVAILABLE, close, the session ends")
+    func brokerLost() async throws {
+        let harness = try await Harness.start()
+        let (_, session) = try await harness.login()
+        session.lose(.error(code: 7, message: "The connection was lost."))
+        let (_, message) = try await harness.next()
+        guard case .error(let notice) = message else { throw Failure("expected ERROR, got \(message)") }
+        #expect(notice.code == .brokerUnavailable)
+        try await harness.closed()
+        #expect(await Self.ended(session) == .brokerLost)
+    }
+
+    @Test("LOGOUT: ACK, close, the session ends as a logout")
+    func logout() async throws {
+        let harness = try await Harness.start()
+        let (_, session) = try await harness.login()
+        let sequence = try await harness.send(.logout(Logout()))
+        let (frame, _) = try await harness.next()
+        #expect(frame.header.type == .ack && frame.header.sequence == sequence)
+        try await harness.closed()
+        #expect(await Self.ended(session) == .logout)
+    }
+
+    @Test("a refused LOGIN: ERROR referring to it, close, no session opened")
+    func refused() async throws {
+        let harness = try await Harness.start()
+        let sequence = try await harness.send(.login(LoginRequest(token: "not-a-jwt")), sessionID: 4)
+        let (frame, message) = try await harness.next()
+        guard case .error(let notice) = message else { throw Failure("expected ERROR, got \(message)") }
+        #expect(notice.code == .authFailed && notice.refSequence == sequence)
+        #expect(frame.header.sessionID == 4)
+        try await harness.closed()
+    }
+
+    @Test("no LOGIN: ERROR LOGIN_TIMEOUT at the login timeout, with the last frame's session id")
+    func loginTimeout() async throws {
+        let harness = try await Harness.start { $0.limits.loginTimeout = 10 }
+        try await harness.send(.heartbeat, sessionID: 6)
+        _ = try await harness.next()
+        await harness.loop.advanceTime(by: .seconds(10))
+        let (frame, message) = try await harness.next()
+        #expect(message == .error(ErrorNotice(code: .loginTimeout, message: "no login within 10 s")))
+        #expect(frame.header.sessionID == 6)
+        try await harness.closed()
+    }
+}
+
+extension IMFrame {
+    /// The SERVER_TIME of an ACK frame (it is the gateway's clock, not the test's).
+    var ackServerTime: UInt64? {
+        if case .ack(let ack) = try? IMMessage(frame: self) { return ack.serverTime }
+        return nil
+    }
+}

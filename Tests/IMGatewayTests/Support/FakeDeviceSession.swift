@@ -1,0 +1,104 @@
+@testable import IMGateway
+import Logging
+import Mosquitto
+import Synchronization
+
+/// A device's MQTT side without a broker, for ``DeviceConnection`` on a testing channel:
+/// it records what the connection asks of it (as ``Call``s, in order, on `calls`), accepts
+/// chat publishes at once (or refuses them, as told), and lets the test play the broker's
+/// part: deliveries and the loss of the connection.
+final class FakeDeviceSession: DeviceSession {
+    enum Call: Sendable {
+        case connect
+        case send(acknowledgements: [UInt64], receipts: [OutgoingPublish], chats: [OutgoingPublish])
+        case publish(OutgoingPublish)
+        case subscribe([String])
+        case unsubscribe([String])
+        case end(ConnectionStateMachine.CloseReason)
+    }
+
+    let user: String
+    let device: String
+    let receiptNotices: Bool
+    let topics: GatewayTopics
+    let gatewayID = "gw-test"
+    /// Everything the connection asked, in order.
+    let calls: AsyncStream<Call>
+    fileprivate let record: AsyncStream<Call>.Continuation
+    private let mailbox = Mutex<ConnectionMailbox?>(nil)
+    /// Chat publishes fail with this, when set.
+    let chatFailure = Mutex<MosquittoError?>(nil)
+
+    init(user: String, device: String, receiptNotices: Bool, topics: GatewayTopics) {
+        self.user = user
+        self.device = device
+        self.receiptNotices = receiptNotices
+        self.topics = topics
+        (self.calls, self.record) = AsyncStream.makeStream()
+    }
+
+    func attach(to mailbox: ConnectionMailbox) async {
+        self.mailbox.withLock { $0 = mailbox }
+    }
+
+    func connect() async throws -> Bool {
+        record.yield(.connect)
+        return false
+    }
+
+    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox) {
+        record.yield(.send(acknowledgements: batch.acknowledgements, receipts: batch.receipts.map(\.publish), chats: batch.chats.map(\.publish)))
+        let failure = chatFailure.withLock { $0 }
+        for chat in batch.chats {
+            mailbox.post(.published(chat.ticket, failure.map { .failure($0) } ?? .success(())))
+        }
+    }
+
+    func publish(_ publish: OutgoingPublish) async throws {
+        record.yield(.publish(publish))
+    }
+
+    func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [Mosquitto.SubscriptionResult] {
+        record.yield(.subscribe(subscriptions.map(\.filter)))
+        return subscriptions.map { .granted($0.qos) }
+    }
+
+    func unsubscribe(_ filters: [String]) async throws {
+        record.yield(.unsubscribe(filters))
+    }
+
+    func end(_ reason: ConnectionStateMachine.CloseReason) async {
+        record.yield(.end(reason))
+    }
+
+    // The broker's part.
+
+    /// A message on one of the session's subscriptions.
+    func deliver(_ message: MosquittoMessage) {
+        let mailbox = self.mailbox.withLock { $0 }
+        mailbox?.post(.message(message, topics.classify(message.topic)))
+    }
+
+    /// The MQTT connection ends.
+    func lose(_ reason: LossReason) {
+        let mailbox = self.mailbox.withLock { $0 }
+        mailbox?.post(.lost(reason))
+    }
+}
+
+extension FakeDeviceSession {
+    /// The next call that `match` accepts (the others are skipped); `nil` if none comes
+    /// within `seconds` (real time: the stream of calls is then finished).
+    func next<T>(within seconds: Int = 10, _ match: (Call) -> T?) async -> T? {
+        let record = self.record
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(seconds))
+            record.finish()
+        }
+        defer { watchdog.cancel() }
+        for await call in calls {
+            if let found = match(call) { return found }
+        }
+        return nil
+    }
+}
