@@ -62,6 +62,20 @@ extension IMClient {
         /// at LOGIN (RECEIPT_NOTICES = 0, PROTOCOL.md 6.5), e.g. for a device that shows no
         /// ticks. Read receipts this device sends are not affected.
         public var receiptNotices: Bool
+        /// Where new tokens come from (an app's call to its auth server), or `nil` (default):
+        /// the session ends when ``token`` expires. Set, the client keeps the session alive
+        /// (PROTOCOL.md 6.1.1): when LOGIN_OK or a refresh ACK names the token's expiry, it
+        /// asks for a new token at the point ``tokenRefresh`` gives, hands it to the gateway
+        /// (TOKEN_REFRESH) and logs in with the newest accepted one after a reconnect; a
+        /// provider that throws, or a refusal, is retried with back-off until the expiry (the
+        /// connection is not dropped for it). After KICK TOKEN_EXPIRED, or a LOGIN refused
+        /// with TOKEN_EXPIRED on a reconnect, it reconnects with a token from the provider
+        /// instead of ending. Called on no particular executor; one call at a time.
+        public var tokenProvider: (@Sendable () async throws -> String)?
+        /// When to refresh: 80% of the token's lifetime or 60 s before it expires, whichever
+        /// comes first, retried after 1 s, 2 s ... 32 s (``TokenRefreshSchedule``). Used only
+        /// with a ``tokenProvider``.
+        public var tokenRefresh: TokenRefreshSchedule.Configuration
 
         /// A configuration for `token`, with the defaults for everything else.
         public init(
@@ -82,7 +96,9 @@ extension IMClient {
             maxInFlight: Int = 64,
             outboxStore: (any OutboxStore)? = nil,
             dedupWindow: Int = 4096,
-            receiptNotices: Bool = true
+            receiptNotices: Bool = true,
+            tokenProvider: (@Sendable () async throws -> String)? = nil,
+            tokenRefresh: TokenRefreshSchedule.Configuration = .init()
         ) {
             self.host = host
             self.port = port
@@ -102,6 +118,8 @@ extension IMClient {
             self.outboxStore = outboxStore
             self.dedupWindow = dedupWindow
             self.receiptNotices = receiptNotices
+            self.tokenProvider = tokenProvider
+            self.tokenRefresh = tokenRefresh
         }
 
         /// The heartbeat interval assumed when LOGIN_OK announces none (PROTOCOL.md 6.2).

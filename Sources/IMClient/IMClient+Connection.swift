@@ -136,11 +136,46 @@ final class Connection: Sendable {
 
 // The client's side of a connection: LOGIN, then every frame through the InboundRouter.
 extension IMClient {
-    /// The transport of `generation` is open: log in.
+    /// The transport of `generation` is open: log in, with a new token from the provider
+    /// first if the one in hand expired or is due for a refresh.
     func transportOpened(generation: Int) {
+        guard generation == self.generation, connection != nil, machine.state == .connecting else { return }
+        guard let provider = configuration.tokenProvider, tokenExpired || tokenSchedule.isRefreshDue(now: clock.now) else {
+            sendLogin(generation: generation)
+            return
+        }
+        Task { [weak self] in
+            let fetched: Result<String, any Error>
+            do { fetched = .success(try await provider()) } catch { fetched = .failure(error) }
+            await self?.logIn(with: fetched, generation: generation)
+        }
+    }
+
+    /// The provider answered for the LOGIN of `generation` (which the connect timeout
+    /// still bounds): log in with its token, or with the old one unless that is known to be
+    /// expired.
+    private func logIn(with fetched: Result<String, any Error>, generation: Int) {
+        guard generation == self.generation, connection != nil, machine.state == .connecting else { return }
+        switch fetched {
+        case .success(let token):
+            newestToken = token
+            tokenExpired = false
+        case .failure(let error) where tokenExpired:
+            // A LOGIN with the expired token would only be refused: try again later.
+            connection?.close()
+            lost(.loginRefused(.tokenExpired, "the token expired and the token provider failed: \(error)"))
+            return
+        case .failure:
+            break
+        }
+        sendLogin(generation: generation)
+    }
+
+    /// Writes LOGIN with the newest token.
+    private func sendLogin(generation: Int) {
         guard generation == self.generation, let connection, machine.state == .connecting else { return }
         // RECEIPT_NOTICES only to turn them off: absent means on.
-        let login = LoginRequest(token: configuration.token, deviceID: configuration.deviceID,
+        let login = LoginRequest(token: newestToken, deviceID: configuration.deviceID,
                                  receiptNotices: configuration.receiptNotices ? nil : false)
         write(IMMessage.login(login).frame(sequence: nextSequence(), timestamp: Self.unixSeconds(), sessionID: Self.sessionID), on: connection)
     }

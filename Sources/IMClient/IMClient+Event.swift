@@ -16,7 +16,9 @@ extension IMClient {
         case publication(Publication)
         /// The gateway closed the session. SESSION_TAKEN_OVER (the same device logged in
         /// elsewhere), TOKEN_EXPIRED and FORBIDDEN end the client (``disconnected``
-        /// follows); SERVER_SHUTTING_DOWN and IDLE_TIMEOUT are followed by ``reconnecting(_:)``.
+        /// follows); SERVER_SHUTTING_DOWN and IDLE_TIMEOUT are followed by ``reconnecting(_:)``,
+        /// and so is TOKEN_EXPIRED with a ``Configuration/tokenProvider`` (the next LOGIN
+        /// carries a token from it).
         case kicked(IMErrorCode, String?)
         /// An ERROR frame from the gateway. Codes that end the connection
         /// (``IMErrorCode/closesConnection``, 1xx) are followed by ``reconnecting(_:)``.

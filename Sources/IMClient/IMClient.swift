@@ -34,6 +34,10 @@ import Synchronization
 ///   three unanswered in a row and the connection is declared dead and replaced.
 /// - **Dedup.** Deliveries are surfaced once per (sender, message id), also across reconnects,
 ///   and ACKed every time.
+/// - **Token refresh.** With a ``Configuration/tokenProvider``, the session outlives its
+///   token: ``TokenRefreshSchedule`` says when to ask the provider for a new one, which is
+///   handed to the gateway (TOKEN_REFRESH, PROTOCOL.md 6.1.1) and used for later LOGINs;
+///   ``refreshToken(_:)`` does it by hand.
 public actor IMClient {
     /// What the gateway sends this device, in arrival order, across reconnects, until the
     /// client ends. Iterate it once (a second iterator would take a share of the events).
@@ -62,6 +66,10 @@ public actor IMClient {
     /// may take to be declared dead, with the heartbeat's current interval; `nil` before the
     /// first login.
     public var deadConnectionBound: Duration? { heartbeat?.detectionBound }
+
+    /// The token the next LOGIN carries: ``Configuration/token`` at first, then the newest
+    /// one the gateway accepted in a refresh (or the provider gave for a LOGIN).
+    public var currentToken: String { newestToken }
 
     /// The session id this client puts in its frames (any value is valid).
     static let sessionID: UInt16 = 1
@@ -118,6 +126,14 @@ public actor IMClient {
     var subscriptions: [String: IMQoS] = [:]
     var locationShare: (audience: [String], until: ContinuousClock.Instant)?
 
+    /// The token for the next LOGIN (``currentToken``).
+    var newestToken: String
+    /// When to refresh it (only with a token provider).
+    var tokenSchedule: TokenRefreshSchedule
+    /// The gateway said the token expired (KICK or refused LOGIN): the next LOGIN needs a
+    /// new one from the provider.
+    var tokenExpired = false
+
     // MARK: Connecting
 
     /// Connects, logs in, and returns the logged-in client; from then on it stays connected
@@ -144,6 +160,8 @@ public actor IMClient {
         (self.events, self.eventSink) = AsyncStream.makeStream(of: Event.self)
         self.router = InboundRouter(dedupWindow: configuration.dedupWindow)
         self.outbox = Outbox(maxInFlight: max(1, configuration.maxInFlight), maxRetransmits: max(0, configuration.maxRetransmits))
+        self.newestToken = configuration.token
+        self.tokenSchedule = TokenRefreshSchedule(configuration: configuration.tokenRefresh)
     }
 
     /// Loads the outbox store, connects, and waits for the first LOGIN_OK.
@@ -267,6 +285,7 @@ public actor IMClient {
         let announced = ok.heartbeatInterval.flatMap { $0 > 0 ? Duration.seconds(Int($0)) : nil } ?? Configuration.defaultHeartbeatInterval
         let session = Session(userID: ok.userID, deviceID: ok.deviceID ?? configuration.deviceID, serverTime: ok.serverTime, heartbeatInterval: announced)
         sessionBox.withLock { $0 = session }
+        tokenSchedule.loggedIn(serverTime: ok.serverTime ?? Self.unixMilliseconds(), tokenExpiry: ok.tokenExpiry, now: clock.now)
         handle(.connectSucceeded)
     }
 
@@ -295,6 +314,7 @@ public actor IMClient {
     /// The logged-in connection is gone: what was in flight goes back to the queue (durable)
     /// or fails (the rest).
     private func connectionDown() {
+        tokenSchedule.connectionLost()
         for entry in outbox.connectionLost() {
             restoring.remove(entry.id)
             let outcome = Result<Ack, IMClientError>.failure(.disconnected)
@@ -325,6 +345,12 @@ public actor IMClient {
     /// The current connection is lost or failed because of `cause`.
     func lost(_ cause: IMClientError) {
         lastCause = cause
+        switch cause {
+        case .kicked(let code, _) where code == .tokenExpired, .loginRefused(let code, _) where code == .tokenExpired:
+            tokenExpired = true
+        default:
+            break
+        }
         let failure: ConnectionStateMachine.Failure = isTerminal(cause) ? .terminal : .transient
         switch machine.state {
         case .connecting: handle(.connectFailed(failure))
@@ -339,6 +365,8 @@ public actor IMClient {
         guard hasLoggedIn, configuration.reconnect, !endedByApplication else { return true }
         switch cause {
         case .kicked(let code, _), .loginRefused(let code, _):
+            // An expired token is no reason to stop when a new one can be had.
+            if code == .tokenExpired, configuration.tokenProvider != nil { return false }
             return ![IMErrorCode.serverShuttingDown, .idleTimeout, .brokerUnavailable, .internalError, .loginTimeout].contains(code)
         default:
             return false
@@ -380,6 +408,13 @@ public actor IMClient {
                 let due: ContinuousClock.Instant
                 if case .wait(let until) = probe.nextAction(now: now) { due = until } else { due = now }
                 next = min(next ?? due, due)
+            }
+            if configuration.tokenProvider != nil {
+                switch tokenSchedule.nextAction(now: clock.now) {
+                case .refresh: next = min(next ?? clock.now, clock.now)
+                case .wait(let until): next = min(next ?? until, until)
+                case .none: break
+                }
             }
         }
         guard let next else { return }
@@ -432,6 +467,7 @@ public actor IMClient {
                 break
             }
         }
+        refreshTokenIfDue(now: now)
         pump()
         schedule()
     }
@@ -479,6 +515,11 @@ public actor IMClient {
 
     static func unixSeconds() -> UInt32 {
         UInt32(clamping: Int(Date().timeIntervalSince1970))
+    }
+
+    /// The device's clock in Unix milliseconds (only when the gateway gave no SERVER_TIME).
+    static func unixMilliseconds() -> UInt64 {
+        UInt64(clamping: Int64(Date().timeIntervalSince1970 * 1000))
     }
 
     /// A new message id: a lowercase UUID.

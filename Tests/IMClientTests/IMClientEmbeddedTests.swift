@@ -424,10 +424,17 @@ struct ScriptedGateway: Sendable {
         return (frame, request)
     }
 
-    /// Reads LOGIN and answers LOGIN_OK for alice.
-    func acceptLogin() async throws {
-        let (frame, _) = try await login()
-        try await write(.loginOK(LoginOK(userID: "alice", deviceID: "phone", serverTime: 1, heartbeatInterval: 300, refSequence: frame.header.sequence)))
+    /// The SERVER_TIME of every LOGIN_OK (Unix milliseconds).
+    static let serverTime: UInt64 = 1
+
+    /// Reads LOGIN and answers LOGIN_OK for alice, with TOKEN_EXPIRY if given; returns the LOGIN.
+    @discardableResult
+    func acceptLogin(tokenExpiry: UInt64? = nil) async throws -> LoginRequest {
+        let (frame, request) = try await login()
+        try await write(.loginOK(LoginOK(
+            userID: "alice", deviceID: "phone", serverTime: Self.serverTime, heartbeatInterval: 300,
+            tokenExpiry: tokenExpiry, refSequence: frame.header.sequence)))
+        return request
     }
 }
 
@@ -483,18 +490,18 @@ final class ScriptedNetwork: Sendable {
         return gateway
     }
 
-    /// The next dial, logged in.
-    func acceptLogin() async throws -> ScriptedGateway {
+    /// The next dial, logged in (LOGIN_OK with TOKEN_EXPIRY if given).
+    func acceptLogin(tokenExpiry: UInt64? = nil) async throws -> ScriptedGateway {
         let gateway = try await nextDial()
-        try await gateway.acceptLogin()
+        try await gateway.acceptLogin(tokenExpiry: tokenExpiry)
         return gateway
     }
 
-    /// Connects a client and answers its LOGIN with LOGIN_OK for alice.
-    func login() async throws -> (IMClient, ScriptedGateway) {
+    /// Connects a client and answers its LOGIN with LOGIN_OK for alice (with TOKEN_EXPIRY if given).
+    func login(tokenExpiry: UInt64? = nil) async throws -> (IMClient, ScriptedGateway) {
         let configuration = self.configuration
         async let client = IMClient.connect(configuration, dialer: dialer)
-        let gateway = try await acceptLogin()
+        let gateway = try await acceptLogin(tokenExpiry: tokenExpiry)
         return (try await client, gateway)
     }
 }

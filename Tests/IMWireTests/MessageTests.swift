@@ -116,6 +116,8 @@ struct MessageTests {
         ("battery 101", .locationUpdate(LocationUpdate(location: IMLocation(lat: 0, lon: 0, tst: 0, batt: 101))), .badRequest),
         ("zero duration", .locationShareStart(LocationShareStart(audience: ["b"], duration: 0)), .badRequest),
         ("empty topic", .publish(Publish(topic: "", payload: ByteBuffer())), .badRequest),
+        ("empty refresh token", .tokenRefresh(TokenRefresh(token: "")), .badRequest),
+        ("refresh token over 8192 bytes", .tokenRefresh(TokenRefresh(token: String(repeating: "t", count: 8193))), .badRequest),
     ]
 
     @Test("invalid values are refused with the right error code", arguments: refusals)
@@ -163,6 +165,54 @@ struct MessageTests {
         #expect(nack.isNegative && !ack.isNegative)
         #expect(try Ack(frame: nack.frame(timestamp: 0, sessionID: 1)) == nack)
         #expect(Ack(sequence: 1).body().readableBytes == 0)
+    }
+
+    @Test("TOKEN_REFRESH is named by OP only: the same AUTH_TOKEN without OP is a LOGIN, and as DATA it is unknown")
+    func tokenRefreshNaming() throws {
+        let refresh = TokenRefresh(token: "jwt")
+        let frame = refresh.frame(sequence: 16, timestamp: 0, sessionID: 1)
+        #expect(try IMMessage(frame: frame) == .tokenRefresh(refresh))
+        #expect(try TokenRefresh(frame: frame) == refresh)
+        #expect(try TLVFields(parsing: frame.body).items.map(\.tag) == [.operation, .authToken])
+
+        var bare = TLVWriter()
+        refresh.write(to: &bare)
+        let implied = IMFrame(type: .control, sequence: 16, timestamp: 0, sessionID: 1, body: bare.buffer)
+        #expect(try IMMessage(frame: implied) == .login(LoginRequest(token: "jwt")))
+
+        let data = IMFrame(type: .data, sequence: 16, timestamp: 0, sessionID: 1, body: frame.body)
+        #expect(throws: IMWireError.unknownOperation(type: .data, operation: IMOperation.tokenRefresh.rawValue)) { try IMMessage(frame: data) }
+        #expect(throws: IMWireError.unexpectedOperation(expected: .tokenRefresh, actual: .login)) { try TokenRefresh(frame: implied) }
+    }
+
+    @Test("TOKEN_EXPIRY: in LOGIN_OK after HEARTBEAT_INTERVAL and before REF_SEQUENCE, in an ACK after SERVER_TIME; absent, the bytes are those of before")
+    func tokenExpiry() throws {
+        let ok = LoginOK(userID: "alice", deviceID: "phone-1", serverTime: 1, heartbeatInterval: 30, tokenExpiry: 4_102_444_800_000, refSequence: 2)
+        #expect(try TLVFields(parsing: ok.body()).items.map(\.tag)
+            == [.operation, .userID, .deviceID, .serverTime, .heartbeatInterval, .tokenExpiry, .refSequence])
+        #expect(try LoginOK(frame: ok.frame(sequence: 2, timestamp: 0, sessionID: 1)) == ok)
+        var without = ok
+        without.tokenExpiry = nil
+        var expected = TLVWriter()
+        expected.write(.operation, integer: IMOperation.loginOK.rawValue)
+        expected.write(.userID, string: "alice")
+        expected.write(.deviceID, string: "phone-1")
+        expected.write(.serverTime, integer: UInt64(1))
+        expected.write(.heartbeatInterval, integer: UInt16(30))
+        expected.write(.refSequence, integer: UInt32(2))
+        #expect(without.body() == expected.buffer)
+
+        let ack = Ack.tokenRefreshed(sequence: 16, tokenExpiry: 4_102_448_400_000)
+        #expect(ack == Ack(sequence: 16, tokenExpiry: 4_102_448_400_000) && !ack.isNegative)
+        #expect(try Ack(frame: ack.frame(timestamp: 0, sessionID: 1)) == ack)
+        let both = Ack(sequence: 3, messageID: "m", serverTime: 5, tokenExpiry: 6)
+        #expect(try TLVFields(parsing: both.body()).items.map(\.tag) == [.messageID, .serverTime, .tokenExpiry])
+        #expect(try Ack(frame: both.frame(timestamp: 0, sessionID: 1)) == both)
+
+        var wrongSize = TLVWriter()
+        wrongSize.write(.tokenExpiry, integer: UInt32(1))
+        let bad = IMFrame(type: .ack, sequence: 1, timestamp: 0, sessionID: 1, body: wrongSize.buffer)
+        #expect(throws: IMWireError.self) { try Ack(frame: bad) }
     }
 
     @Test("versions and features")

@@ -39,11 +39,14 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
 
     /// A request other than HELLO, LOGIN or HEARTBEAT arrived before login succeeded.
     public static let notLoggedIn = IMErrorCode(200)
-    /// The token was refused (bad signature, wrong issuer or audience). Login refusal.
+    /// The token was refused (bad signature, wrong issuer or audience): a login refusal, or
+    /// a negative ACK of TOKEN_REFRESH (which leaves the connection open).
     public static let authFailed = IMErrorCode(201)
-    /// The token has expired (at login, or later as a KICK reason).
+    /// The token has expired: at login, as a KICK reason once the session's token expired, or
+    /// in a negative ACK of a TOKEN_REFRESH whose new token already expired.
     public static let tokenExpired = IMErrorCode(202)
-    /// The user may not do this (topic, audience, watched user).
+    /// The user may not do this (topic, audience, watched user; a TOKEN_REFRESH token for
+    /// another user or device).
     public static let forbidden = IMErrorCode(203)
     /// A user or device id is empty, too long or contains `/`, `+`, `#` or NUL.
     public static let invalidUserID = IMErrorCode(204)
@@ -115,9 +118,9 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         107: ("UNSUPPORTED_COMPRESSION", true, "The compress type is unknown, or zlib is not accepted."),
         108: ("DECOMPRESSION_FAILED", true, "The body is not exactly one valid zlib stream."),
         200: ("NOT_LOGGED_IN", false, "This request needs a successful LOGIN first."),
-        201: ("AUTH_FAILED", true, "The token was refused (LOGIN refusal)."),
-        202: ("TOKEN_EXPIRED", true, "The token has expired (LOGIN refusal or KICK reason)."),
-        203: ("FORBIDDEN", false, "The user may not do this (topic, audience, watched user)."),
+        201: ("AUTH_FAILED", true, "The token was refused (LOGIN refusal; as a negative ACK of TOKEN_REFRESH the connection stays open)."),
+        202: ("TOKEN_EXPIRED", true, "The token has expired (LOGIN refusal or KICK reason; as a negative ACK of TOKEN_REFRESH the connection stays open)."),
+        203: ("FORBIDDEN", false, "The user may not do this (topic, audience, watched user; a TOKEN_REFRESH token for another user or device)."),
         204: ("INVALID_USER_ID", false, "A user or device id is empty, too long or contains / + # or NUL."),
         205: ("LOGIN_TIMEOUT", true, "No LOGIN arrived in time after the connection opened."),
         206: ("IDLE_TIMEOUT", true, "No frame arrived within the idle timeout, or a DELIVERY (or QoS 1/2 PUBLISH) was not ACKed within the delivery ACK timeout (KICK reason; ERROR_MESSAGE says which)."),

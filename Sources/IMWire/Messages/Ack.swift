@@ -3,9 +3,10 @@ import NIOCore
 /// ACK (type 2): acknowledges the frame whose sequence is in the header, or refuses it.
 ///
 /// The body is empty for a plain ACK. A positive ACK may carry MESSAGE_ID and SERVER_TIME
-/// (chat) or subscription results (SUBSCRIBE); a negative ACK carries ERROR_CODE and
-/// optionally ERROR_MESSAGE. The seed client's form (a new sequence in the header and a 4-byte
-/// body holding the acknowledged sequence) is accepted when decoding and never sent.
+/// (chat), TOKEN_EXPIRY (TOKEN_REFRESH) or subscription results (SUBSCRIBE); a negative ACK
+/// carries ERROR_CODE and optionally ERROR_MESSAGE. The seed client's form (a new sequence in
+/// the header and a 4-byte body holding the acknowledged sequence) is accepted when decoding
+/// and never sent.
 public struct Ack: Hashable, Sendable {
     /// The acknowledged frame's sequence.
     public var sequence: UInt32
@@ -13,6 +14,9 @@ public struct Ack: Hashable, Sendable {
     public var messageID: String?
     /// When the gateway accepted the message, Unix milliseconds.
     public var serverTime: UInt64?
+    /// When acknowledging a ``TokenRefresh``: the new token's expiry (its `exp` claim), Unix
+    /// milliseconds.
+    public var tokenExpiry: UInt64?
     /// Set for a negative ACK: why the frame was refused.
     public var error: IMErrorCode?
     /// Human-readable text for a negative ACK.
@@ -27,6 +31,7 @@ public struct Ack: Hashable, Sendable {
         sequence: UInt32,
         messageID: String? = nil,
         serverTime: UInt64? = nil,
+        tokenExpiry: UInt64? = nil,
         error: IMErrorCode? = nil,
         errorMessage: String? = nil,
         subscriptions: [SubscriptionResult] = []
@@ -34,6 +39,7 @@ public struct Ack: Hashable, Sendable {
         self.sequence = sequence
         self.messageID = messageID
         self.serverTime = serverTime
+        self.tokenExpiry = tokenExpiry
         self.error = error
         self.errorMessage = errorMessage
         self.subscriptions = subscriptions
@@ -43,6 +49,12 @@ public struct Ack: Hashable, Sendable {
     /// A negative ACK refusing the frame with `sequence`.
     public static func refusing(sequence: UInt32, code: IMErrorCode, message: String? = nil) -> Ack {
         Ack(sequence: sequence, error: code, errorMessage: message)
+    }
+
+    /// A positive ACK of the ``TokenRefresh`` with `sequence`: the session now ends at
+    /// `tokenExpiry` (the new token's `exp`, Unix milliseconds).
+    public static func tokenRefreshed(sequence: UInt32, tokenExpiry: UInt64) -> Ack {
+        Ack(sequence: sequence, tokenExpiry: tokenExpiry)
     }
 
     /// Whether this ACK refuses the frame.
@@ -64,6 +76,7 @@ public struct Ack: Hashable, Sendable {
         self.init(sequence: frame.header.sequence)
         self.messageID = try fields.optional(.messageID)?.string(length: IMWire.messageIDLength)
         self.serverTime = try fields.optionalInteger(.serverTime)
+        self.tokenExpiry = try fields.optionalInteger(.tokenExpiry)
         self.error = try fields.optionalInteger(.errorCode, as: UInt16.self).map(IMErrorCode.init(rawValue:))
         self.errorMessage = try fields.optionalString(.errorMessage)
         if let list = try fields.optional(.container) {
@@ -78,6 +91,7 @@ public struct Ack: Hashable, Sendable {
         var writer = TLVWriter(allocator: allocator, capacity: 0)
         if let messageID { writer.write(.messageID, string: messageID) }
         if let serverTime { writer.write(.serverTime, integer: serverTime) }
+        if let tokenExpiry { writer.write(.tokenExpiry, integer: tokenExpiry) }
         if let error { writer.write(.errorCode, integer: error.rawValue) }
         if let errorMessage { writer.write(.errorMessage, string: errorMessage) }
         if !self.subscriptions.isEmpty {

@@ -27,6 +27,8 @@ public enum IMMessage: Hashable, Sendable {
     case kick(Kick)
     /// ERROR (CONTROL).
     case error(ErrorNotice)
+    /// TOKEN_REFRESH (CONTROL), client to gateway.
+    case tokenRefresh(TokenRefresh)
     /// CHAT (DATA), client to gateway.
     case chat(ChatSend)
     /// DELIVERY (DATA), gateway to client.
@@ -85,6 +87,7 @@ public enum IMMessage: Hashable, Sendable {
         case .logout: self = .logout(try Logout(fields: fields))
         case .kick: self = .kick(try Kick(fields: fields))
         case .error: self = .error(try ErrorNotice(fields: fields))
+        case .tokenRefresh: self = .tokenRefresh(try TokenRefresh(fields: fields))
         case .chat: self = .chat(try ChatSend(fields: fields))
         case .delivery: self = .delivery(try ChatDelivery(fields: fields))
         case .receipt: self = .readReceipt(try ReadReceipt(fields: fields))
@@ -116,6 +119,7 @@ public enum IMMessage: Hashable, Sendable {
         case .logout(let m): m
         case .kick(let m): m
         case .error(let m): m
+        case .tokenRefresh(let m): m
         case .chat(let m): m
         case .delivery(let m): m
         case .readReceipt(let m): m

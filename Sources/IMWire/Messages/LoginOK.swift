@@ -11,6 +11,9 @@ public struct LoginOK: IMMessageBody {
     public var serverTime: UInt64?
     /// Seconds between heartbeats the gateway expects.
     public var heartbeatInterval: UInt16?
+    /// When the token expires (its `exp` claim), Unix milliseconds: the gateway ends the
+    /// session with KICK TOKEN_EXPIRED after it, unless a ``TokenRefresh`` was ACKed first.
+    public var tokenExpiry: UInt64?
     /// The LOGIN's sequence.
     public var refSequence: UInt32?
 
@@ -20,12 +23,14 @@ public struct LoginOK: IMMessageBody {
         deviceID: String? = nil,
         serverTime: UInt64? = nil,
         heartbeatInterval: UInt16? = nil,
+        tokenExpiry: UInt64? = nil,
         refSequence: UInt32? = nil
     ) {
         self.userID = userID
         self.deviceID = deviceID
         self.serverTime = serverTime
         self.heartbeatInterval = heartbeatInterval
+        self.tokenExpiry = tokenExpiry
         self.refSequence = refSequence
     }
 
@@ -34,6 +39,7 @@ public struct LoginOK: IMMessageBody {
         self.deviceID = try fields.optionalIdentifier(.deviceID)
         self.serverTime = try fields.optionalInteger(.serverTime)
         self.heartbeatInterval = try fields.optionalInteger(.heartbeatInterval)
+        self.tokenExpiry = try fields.optionalInteger(.tokenExpiry)
         self.refSequence = try fields.optionalInteger(.refSequence)
     }
 
@@ -42,6 +48,7 @@ public struct LoginOK: IMMessageBody {
         if let deviceID { writer.write(.deviceID, string: deviceID) }
         if let serverTime { writer.write(.serverTime, integer: serverTime) }
         if let heartbeatInterval { writer.write(.heartbeatInterval, integer: heartbeatInterval) }
+        if let tokenExpiry { writer.write(.tokenExpiry, integer: tokenExpiry) }
         if let refSequence { writer.write(.refSequence, integer: refSequence) }
     }
 }

@@ -71,6 +71,9 @@ extension IMTag {
     /// In LOGIN (u8 flag): 1 (the default when absent) sends this device RECEIPT_NOTICE frames,
     /// 0 does not.
     public static let receiptNotices: IMTag = 0x0109
+    /// In LOGIN_OK and in the ACK of a TOKEN_REFRESH (u64): when the session's token expires,
+    /// its `exp` claim in Unix milliseconds.
+    public static let tokenExpiry: IMTag = 0x010A
 
     // MARK: Messaging (0x0200–0x02FF)
 

@@ -9,6 +9,13 @@ enum VectorCatalog {
     /// HS256 JWT for user `alice`, signed with the test secret `imgw-test-secret`, expiring in 2100.
     static let token =
         "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsImlhdCI6MTczNTY4OTYwMCwiZXhwIjo0MTAyNDQ0ODAwfQ.YVKqREpRid_SqYD9mqyE1cctNyeKCCJbxDNuEwAJecc"
+    /// ``token``'s `exp` (2100-01-01T00:00:00Z) in Unix milliseconds, as TOKEN_EXPIRY carries it.
+    static let tokenExpiry: UInt64 = 4_102_444_800_000
+    /// The token a refresh replaces it with: same user and secret, issued an hour later
+    /// (`iat` 1735693200), expiring an hour later (`exp` 4102448400).
+    static let newToken =
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsImlhdCI6MTczNTY5MzIwMCwiZXhwIjo0MTAyNDQ4NDAwfQ.XhtFwJUU3M9cG2VcMKLKFN3FspLeuKD5n_kmCBunXU4"
+    static let newTokenExpiry: UInt64 = 4_102_448_400_000
 
     struct Entry {
         var name: String
@@ -113,12 +120,27 @@ enum VectorCatalog {
                   "User `alice`, device `phone-1`, server time, heartbeat every 30 s; answers sequence 2.",
                   .loginOK(LoginOK(userID: "alice", deviceID: "phone-1", serverTime: serverTime, heartbeatInterval: 30, refSequence: 2)),
                   sequence: 2),
+            entry("login-ok-token-expiry", "Login", "LOGIN_OK with the token's expiry", g2c,
+                  "As `login-ok`, plus TOKEN_EXPIRY: the token's `exp` (2100-01-01T00:00:00Z) in Unix milliseconds. The gateway ends the session then (plus its leeway) unless a TOKEN_REFRESH is ACKed first (section 6.1.1).",
+                  .loginOK(LoginOK(userID: "alice", deviceID: "phone-1", serverTime: serverTime, heartbeatInterval: 30,
+                                   tokenExpiry: tokenExpiry, refSequence: 2)),
+                  sequence: 2),
             entry("login-refused", "Login", "Login refused", g2c,
                   "ERROR with AUTH_FAILED (201) answering sequence 2; the gateway then closes the connection.",
                   .error(ErrorNotice(code: .authFailed, message: "token signature invalid", refSequence: 2)), sequence: 2),
             entry("logout", "Login", "LOGOUT", c2g, "Ends this device's session.", .logout(Logout()), sequence: 20),
             entry("logout-ack", "Login", "ACK of the LOGOUT", g2c, "Then the gateway closes the connection.",
                   .ack(Ack(sequence: 20)), sequence: 0),
+            // Token refresh
+            entry("token-refresh", "Token refresh", "TOKEN_REFRESH", c2g,
+                  "OP TOKEN_REFRESH and AUTH_TOKEN: a newer token for `alice` (issued an hour later, expiring an hour later). OP is required: without it, AUTH_TOKEN would make this a LOGIN.",
+                  .tokenRefresh(TokenRefresh(token: newToken)), sequence: 16),
+            entry("token-refresh-ack", "Token refresh", "ACK of the TOKEN_REFRESH", g2c,
+                  "The new token is accepted: ACK of sequence 16 with TOKEN_EXPIRY, the new token's `exp` in Unix milliseconds. The session now ends then (plus the gateway's leeway).",
+                  .ack(.tokenRefreshed(sequence: 16, tokenExpiry: newTokenExpiry)), sequence: 0),
+            entry("token-refresh-expired", "Token refresh", "Negative ACK: the new token has expired", g2c,
+                  "ACK of sequence 17 with TOKEN_EXPIRED (202): the token offered had already expired. The connection stays open and the session goes on until the current token expires; refresh again with another token.",
+                  .ack(.refusing(sequence: 17, code: .tokenExpired, message: "token expired at 2025-01-01T00:00:00Z")), sequence: 0),
             // Chat
             entry("chat", "Chat", "Chat message from alice to bob", c2g,
                   "DATA with TO `bob`, MESSAGE_ID `m-0001`, TEXT `Hello, Bob! 👋` (UTF-8). QoS 1 (no QOS item).",
@@ -222,6 +244,9 @@ enum VectorCatalog {
             entry("kick-shutdown", "Session", "KICK: server shutting down", g2c,
                   "SERVER_SHUTTING_DOWN (501): reconnect with back-off.",
                   .kick(Kick(reason: .serverShuttingDown)), sequence: 12),
+            entry("kick-token-expired", "Session", "KICK: token expired", g2c,
+                  "TOKEN_EXPIRED (202): the session's token expired (plus the gateway's leeway) and no TOKEN_REFRESH was ACKed in time. The gateway closes; log in again with a new token.",
+                  .kick(Kick(reason: .tokenExpired, message: "token expired")), sequence: 13),
             entry("error-bad-crc", "Errors", "ERROR after a frame with a bad CRC", g2c,
                   "BAD_CRC (102), REF_SEQUENCE of the refused frame. Then the gateway closes the connection.",
                   .error(ErrorNotice(.badChecksum(announced: 0x0BAD_0BAD, computed: 0x6A1B_6F12), refSequence: 3)), sequence: 13),
