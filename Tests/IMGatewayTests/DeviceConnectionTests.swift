@@ -1,6 +1,7 @@
 @testable import IMGateway
 import IMWire
 import Logging
+import Foundation
 import Mosquitto
 import NIOCore
 import NIOEmbedded
@@ -22,13 +23,14 @@ struct DeviceConnectionTests {
         let context: GatewayContext
         let sequence = Counter()
 
-        final class Counter: @unchecked Sendable {
-            // Only touched by the test's own task, one call at a time (the harness is not
-            // shared between tasks).
-            var value: UInt32 = 0
+        /// The device's frame sequence numbers.
+        final class Counter: Sendable {
+            private let value = Mutex<UInt32>(0)
             func next() -> UInt32 {
-                value += 1
-                return value
+                value.withLock {
+                    $0 += 1
+                    return $0
+                }
             }
         }
 
@@ -211,6 +213,37 @@ struct DeviceConnectionTests {
         #expect(kick == .kick(Kick(reason: .tokenExpired, message: "the token expired; log in with a new one")))
         try await harness.closed()
         #expect(await Self.ended(session) == .tokenExpired)
+    }
+
+    @Test("TOKEN_REFRESH: LOGIN_OK names the expiry; a valid token moves the deadline, another user's is refused")
+    func tokenRefresh() async throws {
+        let harness = try await Harness.start { $0.auth.leeway = 0 }
+        let (okFrame, session) = try await harness.login(validFor: 2)
+        guard case .loginOK(let ok) = try IMMessage(frame: okFrame) else { return }
+        let expiry = try #require(ok.tokenExpiry)
+        #expect(abs(Double(expiry) / 1000 - Date().timeIntervalSince1970 - 2) < 2)
+        // Someone else's token: FORBIDDEN, the connection stays.
+        let foreign = try await harness.minter.mint(user: "mallory", validFor: 3600)
+        let refused = try await harness.send(.tokenRefresh(TokenRefresh(token: foreign)))
+        let (_, nack) = try await harness.next()
+        #expect(nack == .ack(Ack.refusing(sequence: refused, code: .forbidden, message: "the token is for user mallory, not alice")))
+        // An expired token: TOKEN_EXPIRED.
+        let stale = try await harness.minter.mint(user: "alice", validFor: 60, now: Date(timeIntervalSinceNow: -3600))
+        let late = try await harness.send(.tokenRefresh(TokenRefresh(token: stale)))
+        let (_, expired) = try await harness.next()
+        guard case .ack(let expiredAck) = expired else { throw Failure("expected an ACK, got \(expired)") }
+        #expect(expiredAck.sequence == late && expiredAck.error == .tokenExpired)
+        // A good one: ACK with its expiry, and the old deadline no longer applies.
+        let fresh = try await harness.minter.mint(user: "alice", validFor: 3600)
+        let accepted = try await harness.send(.tokenRefresh(TokenRefresh(token: fresh)))
+        let (_, ack) = try await harness.next()
+        guard case .ack(let refreshed) = ack else { throw Failure("expected an ACK, got \(ack)") }
+        #expect(refreshed.sequence == accepted && refreshed.error == nil)
+        #expect(abs(Double(try #require(refreshed.tokenExpiry)) / 1000 - Date().timeIntervalSince1970 - 3600) < 2)
+        await harness.loop.advanceTime(by: .seconds(60))
+        #expect(harness.channel.isActive, "the refreshed token holds for an hour")
+        _ = session
+        try await harness.channel.close()
     }
 
     @Test("silence: KICK IDLE_TIMEOUT after the idle timeout; a heartbeat pushes it back")

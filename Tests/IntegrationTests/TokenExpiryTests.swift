@@ -1,4 +1,6 @@
 import Foundation
+import IMClient
+import Synchronization
 import IMGateway
 import IMWire
 import Testing
@@ -53,4 +55,49 @@ struct TokenExpiryTests {
         #expect(notice?.0.header.sessionID == 7)
         await gateway.stop()
     }
+}
+
+/// IMClient keeps its session past its token's expiry by refreshing it (PROTOCOL.md 6.1.1).
+@Suite("IMClient: token refresh through a gateway", .stopsWhatItStarts, .timeLimit(.minutes(2)))
+struct TokenRefreshIntegrationTests {
+    @Test("a client with a token provider outlives several short tokens; chat still flows and it was never kicked")
+    func refreshesBeforeExpiry() async throws {
+        let gateway = try await TestGateway.start { $0.auth.leeway = 0 }
+        let minter = gateway.minter
+        let minted = ProviderCalls()
+        var configuration = IMClient.Configuration(port: gateway.port, token: try await minter.mint(user: "bob", validFor: 3), deviceID: "phone")
+        configuration.tokenProvider = {
+            minted.add()
+            return try await minter.mint(user: "bob", validFor: 3)
+        }
+        let bob = try await IMClient.connect(configuration)
+        TestResources.track { await bob.close() }
+        let bobEvents = Collector(bob.events)
+        let alice = try await gateway.device("alice", device: "phone")
+        // Past two lifetimes of the first token (3 s each, no leeway): only refreshes keep
+        // the session; each chat shows it is still there.
+        for round in 1...4 {
+            _ = try await alice.chat(to: "bob", id: "r-\(round)", text: "round \(round)")
+            var received: IMClient.Message?
+            while received == nil {
+                switch try await bobEvents.next(within: 10, "round \(round)'s message") {
+                case .message(let message): received = message
+                case .disconnected, .reconnecting, .kicked: Issue.record("bob's session was interrupted in round \(round)")
+                default: continue
+                }
+            }
+            #expect(received?.messageID == "r-\(round)")
+            try await Task.sleep(for: .seconds(2))
+        }
+        #expect(minted.value >= 2, "the provider was asked for each refresh")
+        await bob.close()
+        await gateway.stop()
+    }
+}
+
+/// A count shared with a token provider.
+final class ProviderCalls: Sendable {
+    private let count = Mutex(0)
+    func add() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
 }

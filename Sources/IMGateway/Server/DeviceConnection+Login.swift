@@ -143,7 +143,7 @@ extension DeviceConnection {
         send(.loginOK(LoginOK(
             userID: session.user, deviceID: session.device, serverTime: unixMilliseconds(),
             heartbeatInterval: UInt16(clamping: gateway.configuration.limits.idleTimeout / 3),
-            refSequence: loginHeader.sequence)), sessionID: sessionID)
+            tokenExpiry: Self.milliseconds(expiresAt), refSequence: loginHeader.sequence)), sessionID: sessionID)
         gateway.statistics.loggedIn.add(1, ordering: .relaxed)
         logger.info("logged in")
 
@@ -167,5 +167,55 @@ extension DeviceConnection {
         let waiting = early
         early = []
         receive(waiting)
+    }
+
+    static func milliseconds(_ date: Date) -> UInt64 {
+        UInt64(max(0, date.timeIntervalSince1970 * 1000).rounded())
+    }
+
+    // MARK: Token refresh (PROTOCOL.md 6.1.1)
+
+    /// Verifies a TOKEN_REFRESH's token off the event loop; ``tokenRefreshFinished(_:_:)``
+    /// answers it. A token of another user, or bound to another device, is refused.
+    func refreshToken(_ token: String, _ header: IMFrameHeader) {
+        guard let session, let loop = channelContext?.eventLoop else { return }
+        let verifier = gateway.verifier
+        let (user, device) = (session.user, session.device)
+        let connection = NIOLoopBound(self, eventLoop: loop)
+        Task {
+            let outcome: Result<Date, Refusal>
+            do throws(AuthError) {
+                let verified = try await verifier.verify(token)
+                if verified.userID != user {
+                    outcome = .failure(Refusal(code: .forbidden, message: "the token is for user \(verified.userID), not \(user)"))
+                } else if let bound = verified.deviceID, bound != device {
+                    outcome = .failure(Refusal(code: .forbidden, message: "the token is for device \(bound), not \(device)"))
+                } else {
+                    outcome = .success(verified.expiresAt)
+                }
+            } catch {
+                outcome = .failure(Refusal(code: error.errorCode, message: "\(error)"))
+            }
+            loop.execute { connection.value.tokenRefreshFinished(outcome, header) }
+        }
+    }
+
+    /// The refresh's verdict, back on the event loop: the session's deadline moves and the
+    /// ACK names the new expiry, or a negative ACK says why (the session goes on until the
+    /// current token's deadline).
+    func tokenRefreshFinished(_ outcome: Result<Date, Refusal>, _ header: IMFrameHeader) {
+        guard machine.isLoggedIn else { return }
+        switch outcome {
+        case .success(let expiresAt):
+            perform(machine.handle(.tokenRefreshed(tokenDeadline: tokenDeadline(expiresAt))))
+            reply(Ack.tokenRefreshed(sequence: header.sequence, tokenExpiry: Self.milliseconds(expiresAt)), to: header)
+            logger.info("token refreshed", metadata: ["expires": "\(expiresAt)"])
+        case .failure(let refusal):
+            logger.notice("token refresh refused", metadata: ["error": "\(refusal.message)"])
+            reply(Ack.refusing(sequence: header.sequence, code: refusal.code, message: refusal.message), to: header)
+        }
+        flushIfNeeded()
+        // A shorter token brings the deadline forward.
+        armTimer()
     }
 }

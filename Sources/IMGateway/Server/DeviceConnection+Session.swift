@@ -43,6 +43,8 @@ extension DeviceConnection {
             submit(.unsubscribe(unsubscribe), header)
         case .publish(let publish):
             submit(.publish(publish), header)
+        case .tokenRefresh(let refresh):
+            refreshToken(refresh.token, header)
         default:
             reply(Ack.refusing(sequence: header.sequence, code: .unknownOperation, message: "not supported by this gateway yet"), to: header)
         }
