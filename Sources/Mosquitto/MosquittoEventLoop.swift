@@ -446,8 +446,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
                 guard io.isRegistered, !io.ownedByConnector else { continue }
                 if io.socketFD >= 0 && !io.holdWrites && mosquitto_want_write(io.mosq)
                     && !(io.tlsHandshaking && !io.tcpConnected) {
-                    let rc = mosquitto_loop_write(io.mosq, 1)
-                    afterIO(io, rc)
+                    writeQueued(io)
                 }
                 // Every packet libmosquitto queued wrote a byte into the pair; whatever
                 // made this client dirty is done, so drain now rather than on the next
@@ -459,6 +458,36 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
                 updateInterest(io)
             }
         }
+    }
+
+    /// Writes every packet the client has queued, corked. libmosquitto writes each packet
+    /// with a write(2) of its own (lib/packet_mosq.c `packet__write`), and with TCP_NODELAY
+    /// each would leave as a TCP segment of its own: more segments for both ends to
+    /// process, and on loopback the receiver's share is charged to the sender. Corked, the
+    /// packets of one flush leave together; uncorking sends at once, so a packet never
+    /// waits for a later one. (A socket that refuses TCP_CORK is written uncorked; TLS
+    /// records are corked the same way.)
+    private func writeQueued(_ io: ClientIO) {
+        let fd = io.socketFD
+        let corked = Self.setCork(fd, true)
+        let rc = mosquitto_loop_write(io.mosq, 1)
+        // If libmosquitto closed the socket meanwhile (after DISCONNECT, on an error),
+        // closing sent what the cork held, and the number may already be another's.
+        if corked && mosquitto_socket(io.mosq) == fd {
+            _ = Self.setCork(fd, false)
+        }
+        afterIO(io, rc)
+    }
+
+    private static func setCork(_ fd: Int32, _ on: Bool) -> Bool {
+        var value: Int32 = on ? 1 : 0
+        return setsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size)) == 0
+    }
+
+    private static func isCorked(_ fd: Int32) -> Bool {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        return getsockopt(fd, Int32(IPPROTO_TCP), TCP_CORK, &value, &length) == 0 && value != 0
     }
 
     /// libmosquitto writes into its pair's write end; the first byte seen tells which end
@@ -626,17 +655,24 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         /// Times the loop replaced its epoll instance because a registration outlived its
         /// descriptor (a copy of a socket held by another process); 0 normally.
         public var epollRebuilds: Int
+        /// Clients whose socket is corked (TCP_CORK) between the loop's writes: always 0,
+        /// or packets wait up to 200 ms for the kernel to send them.
+        public var corkedSockets: Int
     }
 
-    /// Counts clients and the socketpair backlog, on the loop thread.
+    /// Counts clients, the socketpair backlog and corked sockets, on the loop thread.
     public func statistics() async -> Statistics {
         await submit { [self] in
             flushDirty()
             var stats = Statistics(
-                clients: 0, connectedSockets: 0, socketPairBacklogBytes: 0, maxSocketPairBacklogBytes: 0, epollRebuilds: epollRebuilds)
+                clients: 0, connectedSockets: 0, socketPairBacklogBytes: 0, maxSocketPairBacklogBytes: 0, epollRebuilds: epollRebuilds,
+                corkedSockets: 0)
             for case let io? in registrations {
                 stats.clients += 1
-                if io.socketFD >= 0 { stats.connectedSockets += 1 }
+                if io.socketFD >= 0 {
+                    stats.connectedSockets += 1
+                    if Self.isCorked(io.socketFD) { stats.corkedSockets += 1 }
+                }
                 if io.pairRead >= 0 {
                     let backlog = max(0, Int(cmosq_pending_bytes(io.pairRead)))
                     stats.socketPairBacklogBytes += backlog

@@ -14,6 +14,40 @@ struct CodecTests {
         #expect(wire.readableBytes == 28 + frame.body.readableBytes)
     }
 
+    @Test("the encoder sends the CRC-32 of the body, whatever the header was changed to; decoded frames re-encode to the same bytes")
+    func encoderChecksumSource() throws {
+        let chat = ChatSend(to: "bob", messageID: "m", content: .text(String(repeating: "hello ", count: 50)))
+        let frame = chat.frame(sequence: 3, timestamp: 1, sessionID: 2)
+        let wire = try IMFrameEncoder().encode(frame)
+        var changed = frame
+        changed.header.checksum = 0xDEAD_BEEF
+        changed.header.bodyLength = 7
+        #expect(try IMFrameEncoder().encode(changed) == wire)
+
+        // Plain: the decoder checked the CRC the encoder sends again.
+        var decoder = IMFrameDecoder()
+        var input = wire
+        let plain = try #require(try decoder.decode(buffer: &input))
+        #expect(plain == frame)
+        #expect(plain.hashValue == frame.hashValue)
+        #expect(try IMFrameEncoder().encode(plain) == wire)
+
+        // Compressed: the header describes the compressed bytes, the body is plain.
+        let zlibFrame = chat.frame(sequence: 3, timestamp: 1, sessionID: 2, compressType: .zlib)
+        let zlibWire = try IMFrameEncoder(onlyIfSmaller: false).encode(zlibFrame)
+        input = zlibWire
+        var inflated = try #require(try decoder.decode(buffer: &input))
+        #expect(inflated.header.compressType == .zlib)
+        // Equal by header and body alone, whether the body's CRC is known or not.
+        var rebuilt = IMFrame(header: inflated.header, body: inflated.body)
+        rebuilt.header = inflated.header
+        #expect(rebuilt == inflated)
+        #expect(rebuilt.hashValue == inflated.hashValue)
+        #expect(try IMFrameEncoder(onlyIfSmaller: false).encode(inflated) == zlibWire)
+        inflated.header.compressType = .none
+        #expect(try IMFrameEncoder().encode(inflated) == wire)
+    }
+
     @Test("automatic compression above a threshold, only when it pays")
     func threshold() throws {
         let encoder = IMFrameEncoder(compressionThreshold: 100)

@@ -55,7 +55,11 @@ public struct IMFrameEncoder: MessageToByteEncoder, Sendable {
             throw .bodyTooLarge(length: UInt32(clamping: transmitted.readableBytes), limit: self.maxBodyLength)
         }
         header.bodyLength = UInt32(transmitted.readableBytes)
-        header.checksum = Zlib.crc32(transmitted)
+        if header.compressType == .none, let known = frame.bodyChecksum {
+            header.checksum = known
+        } else {
+            header.checksum = Zlib.crc32(transmitted)
+        }
         out.reserveCapacity(minimumWritableBytes: IMWire.headerLength + transmitted.readableBytes)
         header.write(to: &out)
         out.writeImmutableBuffer(transmitted)
