@@ -39,10 +39,12 @@ public struct SubscribeOptions: Sendable, Hashable {
     }
 }
 
-/// The broker's answer for one filter of a SUBSCRIBE.
-public enum SubscriptionResult: Sendable, Hashable {
-    /// Accepted with this maximum QoS.
-    case granted(QoS)
-    /// Refused (v5 reason code, e.g. 0x87 not authorised; 0x80 on 3.1.1).
-    case rejected(ReasonCode)
+extension MosquittoClient {
+    /// The broker's answer for one filter of a SUBSCRIBE.
+    public enum SubscriptionResult: Sendable, Hashable {
+        /// Accepted with this maximum QoS.
+        case granted(QoS)
+        /// Refused (v5 reason code, e.g. 0x87 not authorised; 0x80 on 3.1.1).
+        case rejected(ReasonCode)
+    }
 }

@@ -44,7 +44,7 @@ struct DeviceConnectionTests {
             logger.logLevel = .critical
             let context = GatewayContext(
                 configuration: configuration, broker: BrokerEndpoint(host: "127.0.0.1", port: 1), mqttLoop: .shared, logger: logger
-            ) { user, device, receiptNotices, _ in
+            ) { user, device, receiptNotices in
                 let session = FakeDeviceSession(user: user, device: device, receiptNotices: receiptNotices, topics: topics)
                 created.yield(session)
                 return session

@@ -53,7 +53,7 @@ extension DeviceConnection {
         case .success(let identity): (user, device, expiresAt) = identity
         case .failure(let refusal): return .refused(refusal.code, refusal.message)
         }
-        let session = gateway.makeSession(user: user, device: device, receiptNotices: request.receiptNotices ?? true, logger: logger)
+        let session = gateway.makeSession(user: user, device: device, receiptNotices: request.receiptNotices ?? true)
         // Before connecting: a resumed session's queued messages follow CONNACK at once.
         await session.attach(to: mailbox)
         let registration = await gateway.registry.register(user: user, device: device, leave: leave)

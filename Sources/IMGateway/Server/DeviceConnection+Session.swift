@@ -125,7 +125,7 @@ extension DeviceConnection {
         guard !(chats.isEmpty && acknowledgements.isEmpty && !receiptsNow) else { return }
         let batch = UplinkBatch(acknowledgements: acknowledgements, receipts: receiptsNow ? takeReceipts(session) : [], chats: chats)
         acknowledgements = []
-        session.send(batch, mailbox: mailbox)
+        session.send(batch, mailbox: mailbox, logger: logger)
     }
 
     /// The gathered "delivered" receipts, one per sender, ready to publish.
@@ -275,7 +275,7 @@ extension DeviceConnection {
             }
         case .pubsub(let clientTopic):
             let publish = Publish(
-                topic: clientTopic, payload: ByteBuffer(bytes: message.payload), qos: IMQoS(rawValue: message.qos.rawValue) ?? .atMostOnce,
+                topic: clientTopic, payload: ByteBuffer(bytes: message.payload), qos: IMQoS(message.qos),
                 retain: message.retain, serverTime: unixMilliseconds(), resend: message.dup)
             if message.qos == .atMostOnce {
                 downlink.enqueue(DownlinkEntry(message: .publish(publish)), class: .atMostOnce)

@@ -100,16 +100,16 @@ struct DeviceRequests: Sendable {
     /// per filter, refused ones named.
     private func subscribe(_ subscribe: Subscribe, header: IMFrameHeader) async throws {
         let policy = context.configuration.pubsub
-        let maxQoS = IMQoS(rawValue: UInt8(clamping: policy.maxQoS)) ?? .exactlyOnce
-        var results = [WireSubscriptionResult?](repeating: nil, count: subscribe.subscriptions.count)
+        let maxQoS = policy.maxIMQoS
+        var results = [SubscriptionResult?](repeating: nil, count: subscribe.subscriptions.count)
         var wanted: [(index: Int, subscription: MosquittoClient.Subscription)] = []
         for (index, request) in subscribe.subscriptions.enumerated() {
             guard policy.allowSubscribe else {
-                results[index] = WireSubscriptionResult(filter: request.filter, outcome: .refused(.forbidden))
+                results[index] = SubscriptionResult(filter: request.filter, outcome: .refused(.forbidden))
                 continue
             }
             guard let filter = try? context.topics.pubsubFilter(request.filter) else {
-                results[index] = WireSubscriptionResult(filter: request.filter, outcome: .refused(.invalidTopic))
+                results[index] = SubscriptionResult(filter: request.filter, outcome: .refused(.invalidTopic))
                 continue
             }
             // Never above QoS 1 on the broker: libmosquitto sends PUBREC for a QoS 2
@@ -117,7 +117,7 @@ struct DeviceRequests: Sendable {
             // cannot hold it, and a message the device had not ACKed when its session
             // ended was gone. At QoS 1 the PUBACK waits for the device's ACK and the broker
             // redelivers (PROTOCOL.md 6.8: at least once, RESEND on a redelivery).
-            let qos = QoS(rawValue: min(request.qos, maxQoS, .atLeastOnce).rawValue) ?? .atMostOnce
+            let qos = QoS(min(request.qos, maxQoS, .atLeastOnce))
             wanted.append((index, .init(filter, qos: qos)))
         }
         if !wanted.isEmpty {
@@ -126,9 +126,9 @@ struct DeviceRequests: Sendable {
                 let filter = subscribe.subscriptions[entry.index].filter
                 switch granted[position] {
                 case .granted(let qos):
-                    results[entry.index] = WireSubscriptionResult(filter: filter, outcome: .granted(IMQoS(rawValue: qos.rawValue) ?? .atMostOnce))
+                    results[entry.index] = SubscriptionResult(filter: filter, outcome: .granted(IMQoS(qos)))
                 case .rejected:
-                    results[entry.index] = WireSubscriptionResult(filter: filter, outcome: .refused(.forbidden))
+                    results[entry.index] = SubscriptionResult(filter: filter, outcome: .refused(.forbidden))
                 }
             }
         }
@@ -138,7 +138,7 @@ struct DeviceRequests: Sendable {
     /// Generic publish inside the configured topic space (PROTOCOL.md 6.8).
     private func publish(_ publish: Publish, header: IMFrameHeader) async throws {
         let policy = context.configuration.pubsub
-        let maxQoS = IMQoS(rawValue: UInt8(clamping: policy.maxQoS)) ?? .exactlyOnce
+        let maxQoS = policy.maxIMQoS
         guard policy.allowPublish else {
             sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "publishing is not allowed"), to: header)
             return
@@ -153,7 +153,7 @@ struct DeviceRequests: Sendable {
             return
         }
         try await session.publish(OutgoingPublish(
-            topic: topic, payload: Array(publish.payload.readableBytesView), qos: QoS(rawValue: publish.qos.rawValue) ?? .atMostOnce,
+            topic: topic, payload: Array(publish.payload.readableBytesView), qos: QoS(publish.qos),
             retain: publish.retain, properties: MQTTProperties(userProperties: [UserProperty("sender", session.user)])))
         sender.reply(Ack(sequence: header.sequence, serverTime: unixMilliseconds()), to: header)
     }

@@ -1,4 +1,5 @@
 import IMWire
+import Logging
 import Mosquitto
 
 /// The MQTT side of one logged-in device, as ``DeviceConnection`` sees it: what it opens,
@@ -27,12 +28,12 @@ protocol DeviceSession: AnyObject, Sendable {
     /// did.
     func connect() async throws -> Bool
     /// Starts what `batch` holds in one visit to the MQTT side, in its order; the outcome of
-    /// each chat publish is posted to `mailbox`.
-    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox)
+    /// each chat publish is posted to `mailbox`, a receipt that fails is logged to `logger`.
+    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger)
     /// Publishes and waits for the broker to take it.
     func publish(_ publish: OutgoingPublish) async throws
     /// Subscribes; one result per filter.
-    func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [Mosquitto.SubscriptionResult]
+    func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [MosquittoClient.SubscriptionResult]
     /// Unsubscribes.
     func unsubscribe(_ filters: [String]) async throws
     /// Ends the MQTT side the way `reason` says, in bounded time, and releases it.

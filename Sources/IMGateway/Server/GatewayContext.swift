@@ -23,7 +23,7 @@ final class GatewayContext: Sendable {
     private let sessionFactory: SessionFactory?
 
     /// Makes the MQTT session of a device that logs in.
-    typealias SessionFactory = @Sendable (_ user: String, _ device: String, _ receiptNotices: Bool, _ logger: Logger) -> any DeviceSession
+    typealias SessionFactory = @Sendable (_ user: String, _ device: String, _ receiptNotices: Bool) -> any DeviceSession
 
     init(
         configuration: GatewayConfiguration, broker: BrokerEndpoint, mqttLoop: MosquittoEventLoop, logger: Logger,
@@ -43,9 +43,9 @@ final class GatewayContext: Sendable {
     }
 
     /// The MQTT session of a device that logs in.
-    func makeSession(user: String, device: String, receiptNotices: Bool, logger: Logger) -> any DeviceSession {
-        if let sessionFactory { return sessionFactory(user, device, receiptNotices, logger) }
-        return MosquittoDeviceSession(user: user, device: device, receiptNotices: receiptNotices, context: self, logger: logger)
+    func makeSession(user: String, device: String, receiptNotices: Bool) -> any DeviceSession {
+        if let sessionFactory { return sessionFactory(user, device, receiptNotices) }
+        return MosquittoDeviceSession(user: user, device: device, receiptNotices: receiptNotices, context: self)
     }
 }
 

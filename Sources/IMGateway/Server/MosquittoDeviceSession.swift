@@ -10,20 +10,19 @@ final class MosquittoDeviceSession: DeviceSession {
     let user: String
     let device: String
     let receiptNotices: Bool
-    let topics: GatewayTopics
-    let gatewayID: String
     let client: MosquittoClient
-    private let connectGate: ConcurrencyGate
-    private let logger: Logger
+    /// The gateway's shared parts (one reference per session, not copies: a session is
+    /// kept for every logged-in device).
+    private let context: GatewayContext
 
-    init(user: String, device: String, receiptNotices: Bool = true, context: GatewayContext, logger: Logger) {
+    var topics: GatewayTopics { context.topics }
+    var gatewayID: String { context.gatewayID }
+
+    init(user: String, device: String, receiptNotices: Bool = true, context: GatewayContext) {
         self.user = user
         self.device = device
         self.receiptNotices = receiptNotices
-        self.topics = context.topics
-        self.gatewayID = context.gatewayID
-        self.connectGate = context.connectGate
-        self.logger = logger
+        self.context = context
         let broker = context.configuration.broker
         var configuration = context.broker.clientConfiguration(clientID: context.topics.mqttClientID(user: user, device: device))
         configuration.cleanStart = false
@@ -50,7 +49,7 @@ final class MosquittoDeviceSession: DeviceSession {
     /// deliveries must already flow to the device before `subscribeAndAnnounce()` is
     /// awaited.
     func connect() async throws -> Bool {
-        try await connectGate.run { try await client.connect().sessionPresent }
+        try await context.connectGate.run { try await client.connect().sessionPresent }
     }
 
     /// Hands received messages and the loss of the connection to `mailbox` (on the MQTT
@@ -76,8 +75,7 @@ final class MosquittoDeviceSession: DeviceSession {
         }
     }
 
-    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox) {
-        let logger = self.logger
+    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger) {
         client.perform { client in
             if !batch.acknowledgements.isEmpty { client.acknowledge(deliveryIDs: batch.acknowledgements) }
             for (receipt, messageID) in batch.receipts {
@@ -105,7 +103,7 @@ final class MosquittoDeviceSession: DeviceSession {
             topic: publish.topic, payload: publish.payload, qos: publish.qos, retain: publish.retain, properties: publish.properties)
     }
 
-    func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [Mosquitto.SubscriptionResult] {
+    func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [MosquittoClient.SubscriptionResult] {
         try await client.subscribe(subscriptions)
     }
 

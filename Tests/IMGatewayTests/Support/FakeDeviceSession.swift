@@ -46,7 +46,7 @@ final class FakeDeviceSession: DeviceSession {
         return false
     }
 
-    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox) {
+    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger) {
         record.yield(.send(acknowledgements: batch.acknowledgements, receipts: batch.receipts.map(\.publish), chats: batch.chats.map(\.publish)))
         let failure = chatFailure.withLock { $0 }
         for chat in batch.chats {
@@ -58,7 +58,7 @@ final class FakeDeviceSession: DeviceSession {
         record.yield(.publish(publish))
     }
 
-    func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [Mosquitto.SubscriptionResult] {
+    func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [MosquittoClient.SubscriptionResult] {
         record.yield(.subscribe(subscriptions.map(\.filter)))
         return subscriptions.map { .granted($0.qos) }
     }
