@@ -41,6 +41,11 @@ extension MosquittoClient {
         public var acknowledgement: Acknowledgement
         /// Give up on a connect without CONNACK after this many seconds. Default 10.
         public var connectTimeout: Double
+        /// Whether received messages carry their MQTT v5 properties
+        /// (``MosquittoMessage/properties``). Default true. Copying them out of libmosquitto
+        /// costs several allocations per message (each string is copied twice); a client that
+        /// never reads them turns this off, and its messages carry empty properties.
+        public var receivesProperties: Bool
 
         /// A configuration with the given identity and defaults for everything else.
         public init(clientID: String, host: String = "127.0.0.1", port: Int = 1883) {
@@ -59,6 +64,7 @@ extension MosquittoClient {
             self.receiveMaximum = 20
             self.acknowledgement = .automatic
             self.connectTimeout = 10
+            self.receivesProperties = true
         }
     }
 

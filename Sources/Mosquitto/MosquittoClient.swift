@@ -950,6 +950,7 @@ private let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?,
     guard let message else { return }
     // Copy everything now: libmosquitto frees the message and properties on return.
     let raw = message.pointee
+    let receiver = client(userdata)
     let payload: [UInt8] = raw.payloadlen > 0 && raw.payload != nil
         ? Array(UnsafeRawBufferPointer(start: raw.payload, count: Int(raw.payloadlen))) : []
     let received = MosquittoMessage(
@@ -958,8 +959,8 @@ private let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?,
         qos: QoS(rawValue: UInt8(clamping: raw.qos)) ?? .atMostOnce,
         retain: raw.retain,
         dup: MosquittoLibrary.canReadDupFlag ? cmosq_message_dup(message) : false,
-        properties: properties == nil ? MQTTProperties() : MQTTProperties(copying: properties))
-    client(userdata).assumeIsolated { $0.handleMessage(received) }
+        properties: properties == nil || !receiver.configuration.receivesProperties ? MQTTProperties() : MQTTProperties(copying: properties))
+    receiver.assumeIsolated { $0.handleMessage(received) }
 }
 
 private let onSubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, UnsafePointer<Int32>?, OpaquePointer?) -> Void = {

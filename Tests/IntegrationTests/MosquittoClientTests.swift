@@ -44,6 +44,23 @@ struct MosquittoClientTests {
         await subscriber.close()
     }
 
+    @Test("receivesProperties off: the message arrives whole, without its v5 properties")
+    func withoutProperties() async throws {
+        let broker = try await TestBroker.start()
+        let subscriber = makeClient(broker) { $0.receivesProperties = false }
+        let publisher = makeClient(broker)
+        let inbox = try await connected(subscriber)
+        try await publisher.connect()
+        try await subscriber.subscribe("np/#", qos: .atLeastOnce)
+        let properties = MQTTProperties(userProperties: [UserProperty("sender", "alice")], contentType: "application/json")
+        try await publisher.publish(topic: "np/x", payload: Array("{}".utf8), qos: .atLeastOnce, properties: properties)
+        let message = try await inbox.next(within: 10, "the published message")
+        #expect(message.topic == "np/x" && message.payload == Array("{}".utf8) && message.qos == .atLeastOnce)
+        #expect(message.properties == MQTTProperties(), "not copied")
+        await publisher.close()
+        await subscriber.close()
+    }
+
     @Test("startPublish: 500 publishes in flight together arrive in order; each completion returns once the broker has it",
           arguments: [QoS.atLeastOnce, .exactlyOnce])
     func pipelinedPublishes(qos: QoS) async throws {

@@ -30,6 +30,8 @@ final class MosquittoDeviceSession: DeviceSession {
         configuration.keepalive = broker.keepalive
         configuration.maxInflightPublishes = broker.maxInflight
         configuration.acknowledgement = .manual
+        // The gateway reads payloads and topics only (the sender is in the JSON).
+        configuration.receivesProperties = false
         // The broker hands over at most this many QoS 1 messages the device has not ACKed.
         configuration.receiveMaximum = UInt16(clamping: max(1, context.configuration.limits.maxUnackedDeliveries))
         configuration.will = MosquittoClient.Will(
