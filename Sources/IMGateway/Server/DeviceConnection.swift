@@ -269,7 +269,11 @@ final class DeviceConnection: ChannelDuplexHandler {
 
     /// Ends the device's MQTT session the way `reason` says; reports `sessionEnded`.
     func endSession(_ reason: ConnectionStateMachine.CloseReason) {
-        guard let session, let loop = channelContext?.eventLoop ?? finished?.futureResult.eventLoop else { return }
+        guard let session, let loop = channelContext?.eventLoop ?? finished?.futureResult.eventLoop else {
+            // Nothing to end (the machine only asks once a login opened one): done at once.
+            perform(machine.handle(.sessionEnded))
+            return
+        }
         // What the device ACKed goes first: acknowledgements and "delivered" receipts.
         receiptTimer?.cancel()
         receiptTimer = nil
