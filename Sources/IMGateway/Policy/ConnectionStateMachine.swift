@@ -148,14 +148,6 @@ public struct ConnectionStateMachine: Sendable {
     /// Whether LOGIN_OK was sent and the connection is not ending.
     public var isLoggedIn: Bool { self.state == .loggedIn }
 
-    /// Whether the connection decided to end (or has).
-    public var isEnding: Bool {
-        switch self.state {
-        case .awaitingLogin, .authenticating, .loggedIn: false
-        case .closing, .closed, .finished: true
-        }
-    }
-
     /// The earliest moment at which ``Event/timerFired(now:)`` can change something: the
     /// handler keeps one timer armed for it. `nil` when no deadline applies.
     public var nextDeadline: NIODeadline? {
