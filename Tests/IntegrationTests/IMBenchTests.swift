@@ -46,6 +46,21 @@ struct IMBenchTests {
         #expect(output.contains("raw libmosquitto"), "the direct path says what it runs")
     }
 
+    @Test("imbench chat --duplex: devices that send and receive at once through a gateway; every message once")
+    func chatDuplex() async throws {
+        let output = try await run(
+            Self.executable, ["chat", "--paths", "gateway", "--duplex", "--seconds", "1", "--pairs", "1", "--drain", "10"])
+        let result = try Self.json(output)
+        #expect(result["duplex"] as? Bool == true)
+        #expect(result["pairs"] as? Int == 2, "one pair of devices carries two flows")
+        let sent = try #require(result["gateway_sent"] as? Int)
+        #expect(sent > 0)
+        #expect(result["gateway_received"] as? Int == sent)
+        #expect(result["lost"] as? Int == 0)
+        #expect(result["duplicates"] as? Int == 0)
+        #expect(output.contains("send and receive"), "the run says what it does")
+    }
+
     /// The JSON line among imbench's output lines (stderr has the progress).
     static func json(_ output: String) throws -> [String: Any] {
         let line = try #require(output.split(separator: "\n").last { $0.hasPrefix("{\"benchmark\"") }, "no JSON line in: \(output)")

@@ -39,6 +39,13 @@ struct ChatCommand: AsyncParsableCommand {
     @Option(help: "Run both paths, or only one: both, gateway, direct.")
     var paths: Paths = .both
 
+    @Flag(help: """
+        Each pair's two devices chat both ways at once (2 × --pairs flows, every device sending \
+        and receiving: its chat publishes share its MQTT session with the acknowledgements of \
+        what it receives). The direct path runs the same number of flows.
+        """)
+    var duplex = false
+
     @Option(help: "Times to run each path, alternating gateway and direct (a phase of --seconds each), on the same broker and gateway.")
     var rounds = 1
 
@@ -53,7 +60,11 @@ struct ChatCommand: AsyncParsableCommand {
 
     func run() async throws {
         DescriptorLimit.raiseToHardLimit()
-        let settings = workload.settings(window: window)
+        var settings = workload.settings(window: window)
+        if duplex {
+            settings.pairs *= 2
+            settings.duplex = true
+        }
         let runID = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let env = try await BenchEnvironment.start(environment, gateway: paths != .direct)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

@@ -14,6 +14,10 @@ struct ChatSettings: Sendable {
     var size: Int
     /// How long to wait after the senders stop for what is in flight.
     var drainSeconds: Double
+    /// Gateway path: the flows are paired up on devices that send and receive at once
+    /// (flow 2k from device a_k to b_k, flow 2k+1 back), instead of one sender and one
+    /// receiver device per flow. `pairs` counts flows either way.
+    var duplex = false
 
     /// Messages per second per pair, with a rate.
     var ratePerPair: Double? { rate.map { $0 / Double(pairs) } }

@@ -15,28 +15,12 @@ enum GatewayChatRun {
         title: String = "gateway"
     ) async throws -> ChatPhaseResult {
         let ledger = ChatLedger(pairs: settings.pairs)
-        let receiverNames = (0..<settings.pairs).map { "bench-\(runID)-r\($0)" }
-        let senderNames = (0..<settings.pairs).map { "bench-\(runID)-s\($0)" }
-        Log.info("\(title): logging in \(settings.pairs) receiver(s), then \(settings.pairs) sender(s)")
         let links = try await loop.submit {
             (0..<settings.pairs).map { _ in NIOLoopBound(PairLink(), eventLoop: loop) }
         }.get()
-        // Receivers first: their sessions (and inbox subscriptions) exist before anything is sent.
-        let receivers = try await connectAll(receiverNames, environment: environment, loop: loop) { pair in
-            { ChatReceiver(pair: pair, ledger: ledger, link: links[pair].value) }
-        }
-        let senders: [BenchDevice]
-        do {
-            senders = try await connectAll(senderNames, environment: environment, loop: loop) { pair in
-                {
-                    ChatSender(
-                        pair: pair, recipient: receiverNames[pair], ledger: ledger, settings: settings, link: links[pair].value)
-                }
-            }
-        } catch {
-            for device in receivers { await device.close() }
-            throw error
-        }
+        let (receivers, senders) = settings.duplex
+            ? try await connectDuplex(settings, environment: environment, loop: loop, runID: runID, ledger: ledger, links: links, title: title)
+            : try await connectSimplex(settings, environment: environment, loop: loop, runID: runID, ledger: ledger, links: links, title: title)
 
         var watch: [ChatPhase.Watched] = [ChatPhase.Watched(label: "bench", pid: ProcessSample.ownPID())]
         if let pid = environment.gatewayPID { watch.append(ChatPhase.Watched(label: "gateway", pid: pid, threads: true)) }
@@ -53,6 +37,67 @@ enum GatewayChatRun {
         }
         for device in senders + receivers { await device.close() }
         return result
+    }
+
+    /// One receiver and one sender device per flow: receivers first, so that their sessions
+    /// (and inbox subscriptions) exist before anything is sent.
+    private static func connectSimplex(
+        _ settings: ChatSettings, environment: BenchEnvironment, loop: any EventLoop, runID: String, ledger: ChatLedger,
+        links: [NIOLoopBound<PairLink>], title: String
+    ) async throws -> (receivers: [BenchDevice], senders: [BenchDevice]) {
+        let receiverNames = (0..<settings.pairs).map { "bench-\(runID)-r\($0)" }
+        let senderNames = (0..<settings.pairs).map { "bench-\(runID)-s\($0)" }
+        Log.info("\(title): logging in \(settings.pairs) receiver(s), then \(settings.pairs) sender(s)")
+        let receivers = try await connectAll(receiverNames, environment: environment, loop: loop) { pair in
+            { ChatReceiver(pair: pair, ledger: ledger, link: links[pair].value) }
+        }
+        do {
+            let senders = try await connectAll(senderNames, environment: environment, loop: loop) { pair in
+                {
+                    ChatSender(
+                        pair: pair, recipient: receiverNames[pair], ledger: ledger, settings: settings, link: links[pair].value)
+                }
+            }
+            return (receivers, senders)
+        } catch {
+            for device in receivers { await device.close() }
+            throw error
+        }
+    }
+
+    /// Two devices per two flows, each sending one and receiving the other: device a_k sends
+    /// flow 2k to b_k and receives flow 2k+1 from it. The b devices log in first; nothing is
+    /// sent before all are in.
+    private static func connectDuplex(
+        _ settings: ChatSettings, environment: BenchEnvironment, loop: any EventLoop, runID: String, ledger: ChatLedger,
+        links: [NIOLoopBound<PairLink>], title: String
+    ) async throws -> (receivers: [BenchDevice], senders: [BenchDevice]) {
+        let couples = settings.pairs / 2
+        let aNames = (0..<couples).map { "bench-\(runID)-a\($0)" }
+        let bNames = (0..<couples).map { "bench-\(runID)-b\($0)" }
+        Log.info("\(title): logging in \(2 * couples) devices that send and receive (\(settings.pairs) flows)")
+        // Device of couple k on side b: sends flow 2k+1 to a_k, receives flow 2k.
+        let bDevices = try await connectAll(bNames, environment: environment, loop: loop) { k in
+            {
+                DuplexDevice(
+                    sender: ChatSender(pair: 2 * k + 1, recipient: aNames[k], ledger: ledger, settings: settings, link: links[2 * k + 1].value),
+                    receiver: ChatReceiver(pair: 2 * k, ledger: ledger, link: links[2 * k].value))
+            }
+        }
+        do {
+            let aDevices = try await connectAll(aNames, environment: environment, loop: loop) { k in
+                {
+                    DuplexDevice(
+                        sender: ChatSender(pair: 2 * k, recipient: bNames[k], ledger: ledger, settings: settings, link: links[2 * k].value),
+                        receiver: ChatReceiver(pair: 2 * k + 1, ledger: ledger, link: links[2 * k + 1].value))
+                }
+            }
+            // Both sides send: every device gets the start and stop events.
+            return (receivers: [], senders: bDevices + aDevices)
+        } catch {
+            for device in bDevices { await device.close() }
+            throw error
+        }
     }
 
     /// Connects and logs in one device per name, concurrently; fails with the first refusal.

@@ -83,6 +83,7 @@ extension JSONLine {
     mutating func add(_ settings: ChatSettings) {
         add("seconds", settings.seconds, decimals: 1)
         add("pairs", settings.pairs)
+        if settings.duplex { add("duplex", true) }
         add("rate", settings.rate, decimals: 0)
         add("window", settings.window)
         add("qos", settings.qos)
