@@ -202,13 +202,14 @@ struct DeviceConnectionTests {
     @Test("a token that expires: KICK TOKEN_EXPIRED, then the session ends (leeway counted)")
     func tokenExpiry() async throws {
         let harness = try await Harness.start { $0.auth.leeway = 5 }
-        let (_, session) = try await harness.login(validFor: 2)
-        // Not before expiry plus leeway (the token's exp is whole seconds: up to 2 s left).
-        await harness.loop.advanceTime(by: .seconds(5))
+        let (_, session) = try await harness.login(validFor: 10)
+        // Not before expiry plus leeway: 14 to 15 s from now (the token's exp is whole
+        // seconds), less the real time the login took.
+        await harness.loop.advanceTime(by: .seconds(10))
         #expect(harness.channel.isActive)
         try await harness.send(.heartbeat)
         _ = try await harness.next()
-        await harness.loop.advanceTime(by: .seconds(3))
+        await harness.loop.advanceTime(by: .seconds(6))
         let (_, kick) = try await harness.next()
         #expect(kick == .kick(Kick(reason: .tokenExpired, message: "the token expired; log in with a new one")))
         try await harness.closed()
