@@ -148,6 +148,15 @@ public struct ConnectionStateMachine: Sendable {
     /// Whether LOGIN_OK was sent and the connection is not ending.
     public var isLoggedIn: Bool { self.state == .loggedIn }
 
+    /// Whether the MQTT session is open and not being ended: logged in, or closing before
+    /// the channel has closed (what the device ACKed still goes out).
+    public var isSessionOpen: Bool {
+        switch self.state {
+        case .loggedIn, .closing(_, session: .open): true
+        default: false
+        }
+    }
+
     /// The earliest moment at which ``Event/timerFired(now:)`` can change something: the
     /// handler keeps one timer armed for it. `nil` when no deadline applies.
     public var nextDeadline: NIODeadline? {

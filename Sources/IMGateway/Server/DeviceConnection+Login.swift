@@ -79,6 +79,23 @@ extension DeviceConnection {
     struct Refusal: Error {
         var code: IMErrorCode
         var message: String
+
+        init(code: IMErrorCode, message: String) {
+            self.code = code
+            self.message = message
+        }
+
+        /// FORBIDDEN when a verified `token` is for another user than `user`, or bound to
+        /// another device than `device` (LOGIN and TOKEN_REFRESH); `nil` when it is for them.
+        init?(token: AuthenticatedDevice, isNotFor user: String, _ device: String) {
+            if token.userID != user {
+                self.init(code: .forbidden, message: "the token is for user \(token.userID), not \(user)")
+            } else if let bound = token.deviceID, bound != device {
+                self.init(code: .forbidden, message: "the token is for device \(bound), not \(device)")
+            } else {
+                return nil
+            }
+        }
     }
 
     /// Verifies the token; the device id comes from the LOGIN frame, else the token, else
@@ -96,9 +113,7 @@ extension DeviceConnection {
         } catch {
             return .failure(Refusal(code: .invalidUserID, message: "\(error)"))
         }
-        if let claimed = device.deviceID, claimed != deviceID {
-            return .failure(Refusal(code: .forbidden, message: "the token is for device \(claimed), not \(deviceID)"))
-        }
+        if let refusal = Refusal(token: device, isNotFor: device.userID, deviceID) { return .failure(refusal) }
         return .success((device.userID, deviceID, device.expiresAt))
     }
 
@@ -186,13 +201,7 @@ extension DeviceConnection {
             let outcome: Result<Date, Refusal>
             do throws(AuthError) {
                 let verified = try await verifier.verify(token)
-                if verified.userID != user {
-                    outcome = .failure(Refusal(code: .forbidden, message: "the token is for user \(verified.userID), not \(user)"))
-                } else if let bound = verified.deviceID, bound != device {
-                    outcome = .failure(Refusal(code: .forbidden, message: "the token is for device \(bound), not \(device)"))
-                } else {
-                    outcome = .success(verified.expiresAt)
-                }
+                outcome = Refusal(token: verified, isNotFor: user, device).map { .failure($0) } ?? .success(verified.expiresAt)
             } catch {
                 outcome = .failure(Refusal(code: error.errorCode, message: "\(error)"))
             }

@@ -118,7 +118,7 @@ extension DeviceConnection {
     ///
     /// Only while the session is open: `ending` is the last call, made as it starts ending.
     func startUplink(receiptsDue: Bool = false, ending: Bool = false) {
-        guard let session, let mailbox, ending || machine.isLoggedIn || isClosingWithSessionOpen else { return }
+        guard let session, let mailbox, ending || machine.isSessionOpen else { return }
         let chats = takeChatsToStart()
         let receiptsNow = !delivered.isEmpty && (receiptsDue || delivered.count >= Self.receiptBatch)
         if !delivered.isEmpty && !receiptsNow { scheduleReceipts() }
@@ -215,13 +215,6 @@ extension DeviceConnection {
         writeDownlink()
         startUplink()
         flushIfNeeded()
-    }
-
-    /// Whether the gateway decided to close while the session is still open (its last
-    /// acknowledgements and receipts still go out).
-    var isClosingWithSessionOpen: Bool {
-        if case .closing(_, .open) = machine.state { return true }
-        return false
     }
 
     /// Tells the machine how many chat messages wait; reads again if it says so.
