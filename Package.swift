@@ -43,9 +43,11 @@ let package = Package(
         // glibc's process and descriptor calls that need _GNU_SOURCE (closefrom in a
         // spawned child, pipe2).
         .target(name: "CProcessShims"),
+        // Batched reads for libmosquitto's sockets (a hook in libmosquitto's own GOT).
+        .target(name: "CMosquittoIO"),
 
         // The libmosquitto wrapper: knows only CMosquitto.
-        .target(name: "Mosquitto", dependencies: ["CMosquitto"]),
+        .target(name: "Mosquitto", dependencies: ["CMosquitto", "CMosquittoIO"]),
 
         // The TLV wire protocol: knows only NIOCore and zlib.
         .target(
@@ -133,7 +135,7 @@ let package = Package(
             ]
         ),
 
-        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto"]),
+        .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "CMosquittoIO"]),
         .testTarget(
             name: "FaultProxyTests",
             dependencies: [

@@ -1,4 +1,5 @@
 import CMosquitto
+import CMosquittoIO
 
 /// Process-wide libmosquitto facts.
 public enum MosquittoLibrary {
@@ -22,4 +23,9 @@ public enum MosquittoLibrary {
     /// libmosquitto 2.0's private layout (see `cmosq_detach_socketpair`), which is also
     /// checked against the descriptors found for each handle.
     static let canDetachSocketPair: Bool = version.major == 2 && version.minor == 0
+
+    /// Whether libmosquitto's socket reads and writes go through ``MosquittoEventLoop``'s
+    /// batched reader and writer (`cmosq_io_install`: the `read`, `write` and `close` slots
+    /// of libmosquitto's own global offset table; see the CMosquittoIO header).
+    public static let batchesIO: Bool = cmosq_io_install()
 }

@@ -150,6 +150,7 @@ public actor MosquittoClient {
         loop.forgetSocket(io)
         io.ownedByConnector = true
         io.tlsHandshaking = configuration.tls != nil
+        io.usesTLS = configuration.tls != nil
         let handle = Handle(io.mosq)
         let configuration = configuration
         let rc: Int32 = await withCheckedContinuation { continuation in

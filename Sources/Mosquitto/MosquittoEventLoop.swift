@@ -1,4 +1,5 @@
 import CMosquitto
+import CMosquittoIO
 import Dispatch
 import Synchronization
 
@@ -93,6 +94,11 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     /// Replaced (on the loop thread) when a registration outlived its descriptor.
     private var epollFD: Int32
     private let wakeFD: Int32
+    /// Serves libmosquitto's small reads of one socket from one read(2), and gathers its
+    /// writes of one `mosquitto_loop_write` into one write(2) (nil: libmosquitto's I/O is
+    /// not hooked, `MosquittoLibrary.batchesIO`).
+    private let reader: UnsafeMutablePointer<cmosq_reader>?
+    private let writer: UnsafeMutablePointer<cmosq_writer>?
     /// Runs blocking connects (getaddrinfo, socket setup) off the loop thread.
     let connector = DispatchQueue(label: "mosquitto.connect")
 
@@ -111,6 +117,8 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     /// A rebuild failed (no descriptor left for a new epoll instance): retried each round.
     private var rebuildPending = false
     private var epollRebuilds = 0
+    /// Run once the loop has handled what is ready (``afterCurrentTurn(_:)``).
+    private var endOfTurn: [() -> Void] = []
 
     private static let wakeToken = UInt64.max
     private static let tickNanoseconds: UInt64 = 1_000_000_000
@@ -121,6 +129,8 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         precondition(epollFD >= 0, "epoll_create1 failed: errno \(errno)")
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
+        reader = MosquittoLibrary.batchesIO ? cmosq_reader_create(Self.readCapacity) : nil
+        writer = MosquittoLibrary.batchesIO ? cmosq_writer_create(Self.writeCapacity) : nil
         precondition(wakeFD >= 0, "eventfd failed: errno \(errno)")
         var event = epoll_event()
         event.events = EPOLLIN.rawValue
@@ -162,6 +172,24 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     /// Runs `body` on the loop thread, soon.
     public func execute(_ body: @escaping @Sendable () -> Void) {
         submit(.closure(body))
+    }
+
+    /// Runs `body` on the loop thread once the loop has handled everything that is ready now
+    /// (every readable socket, every queued job), before it waits again. What the callbacks
+    /// of one turn produce can so be handed on once: one wake-up of another thread per turn
+    /// instead of one per message. Loop thread only (a callback, a client method, a job).
+    public func afterCurrentTurn(_ body: @escaping () -> Void) {
+        assertOnLoop()
+        endOfTurn.append(body)
+    }
+
+    /// Runs what ``afterCurrentTurn(_:)`` gathered, including what that adds.
+    private func finishTurn() {
+        while !endOfTurn.isEmpty {
+            let bodies = endOfTurn
+            endOfTurn.removeAll(keepingCapacity: true)
+            for body in bodies { body() }
+        }
     }
 
     /// Runs `body` on the loop thread and returns its result.
@@ -215,6 +243,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
             }
             if batch.isEmpty { return }
             perform(batch)
+            finishTurn()
         }
     }
 
@@ -249,6 +278,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         while !stopped {
             runWork()
             flushDirty()
+            finishTurn()
             let (pending, stopping) = inbox.withLock { ($0.work.isEmpty == false, $0.stopping) }
             if stopping && registrations.allSatisfy({ $0 == nil }) {
                 stopped = true
@@ -274,6 +304,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
                 tick()
                 nextTick = monotonicNanoseconds() + Self.tickNanoseconds
             }
+            finishTurn()
         }
         // Work submitted from now on is run by a drain thread; what came before is run
         // here. (The descriptors stay open until deinit: a submit may still be writing to
@@ -291,6 +322,8 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     deinit {
         close(epollFD)
         close(wakeFD)
+        cmosq_reader_destroy(reader)
+        cmosq_writer_destroy(writer)
     }
 
     private func perform(_ batch: [Work]) {
@@ -413,8 +446,27 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         return UInt64(nextSerial) << 32 | UInt64(io.slot) << 2 | kind
     }
 
+    private static let readCapacity = 64 * 1024
+    private static let writeCapacity = 64 * 1024
+
     private func readAvailable(_ io: ClientIO) {
-        let rc = mosquitto_loop_read(io.mosq, 1)
+        let fd = io.socketFD
+        guard let reader, cmosq_reader_arm(reader, fd) else {
+            afterIO(io, mosquitto_loop_read(io.mosq, 1))
+            return
+        }
+        var rc: Int32
+        repeat {
+            // libmosquitto stops reading packets when errno is EAGAIN after one, even
+            // when that errno is left over from an earlier call.
+            errno = 0
+            rc = mosquitto_loop_read(io.mosq, 1)
+        } while rc == 0 && cmosq_reader_pending(reader) > 0 && mosquitto_socket(io.mosq) == fd
+        cmosq_reader_disarm()
+        if cmosq_reader_pending(reader) > 0 {
+            // The socket failed or was closed with bytes still read ahead.
+            cmosq_reader_discard(reader)
+        }
         afterIO(io, rc)
     }
 
@@ -444,7 +496,10 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
             for io in batch {
                 io.isDirty = false
                 guard io.isRegistered, !io.ownedByConnector else { continue }
-                if io.socketFD >= 0 && !io.holdWrites && mosquitto_want_write(io.mosq)
+                if io.socketFD >= 0 && !io.unsent.isEmpty {
+                    writeUnsent(io)
+                }
+                if io.socketFD >= 0 && io.unsent.isEmpty && !io.holdWrites && mosquitto_want_write(io.mosq)
                     && !(io.tlsHandshaking && !io.tcpConnected) {
                     writeQueued(io)
                 }
@@ -460,15 +515,33 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         }
     }
 
-    /// Writes every packet the client has queued, corked. libmosquitto writes each packet
-    /// with a write(2) of its own (lib/packet_mosq.c `packet__write`), and with TCP_NODELAY
-    /// each would leave as a TCP segment of its own: more segments for both ends to
-    /// process, and on loopback the receiver's share is charged to the sender. Corked, the
-    /// packets of one flush leave together; uncorking sends at once, so a packet never
-    /// waits for a later one. (A socket that refuses TCP_CORK is written uncorked; TLS
-    /// records are corked the same way.)
+    /// Writes every packet the client has queued.
+    ///
+    /// libmosquitto writes each packet with a write(2) of its own (lib/packet_mosq.c
+    /// `packet__write`), and with TCP_NODELAY each would leave as a TCP segment of its own:
+    /// more system calls, and more segments for both ends to process (on loopback the
+    /// receiver's share is charged to the sender). With the writer armed, the packets of
+    /// one call are gathered and sent by one write(2); what the socket does not take waits
+    /// in ``ClientIO/unsent`` and goes first when it is writable again. Without it (TLS,
+    /// whose records OpenSSL writes itself, or no hook) the socket is corked for the call:
+    /// the packets leave together when it is uncorked, at once.
     private func writeQueued(_ io: ClientIO) {
         let fd = io.socketFD
+        if io.usesTLS == false, let writer, cmosq_writer_arm(writer, fd) {
+            errno = 0
+            let rc = mosquitto_loop_write(io.mosq, 1)
+            cmosq_writer_disarm()
+            if mosquitto_socket(io.mosq) == fd {
+                let held = cmosq_writer_flush(writer)
+                if held > 0, let data = writer.pointee.data {
+                    io.unsent.append(contentsOf: UnsafeBufferPointer(start: data, count: held))
+                }
+                // A failed socket (held < 0) is reported by the next read.
+            }
+            cmosq_writer_discard(writer)
+            afterIO(io, rc)
+            return
+        }
         let corked = Self.setCork(fd, true)
         let rc = mosquitto_loop_write(io.mosq, 1)
         // If libmosquitto closed the socket meanwhile (after DISCONNECT, on an error),
@@ -477,6 +550,18 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
             _ = Self.setCork(fd, false)
         }
         afterIO(io, rc)
+    }
+
+    /// Sends what the socket did not take of an earlier gathered write.
+    private func writeUnsent(_ io: ClientIO) {
+        let fd = io.socketFD
+        let wrote = io.unsent.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        if wrote > 0 {
+            io.unsent.removeFirst(wrote)
+        } else if wrote < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+            // The next read reports the failure.
+            io.unsent = []
+        }
     }
 
     private static func setCork(_ fd: Int32, _ on: Bool) -> Bool {
@@ -518,7 +603,9 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     private func updateInterest(_ io: ClientIO) {
         guard io.socketFD >= 0 else { return }
         var wanted = EPOLLIN.rawValue
-        if !io.holdWrites && mosquitto_want_write(io.mosq) {
+        if !io.unsent.isEmpty {
+            wanted |= EPOLLOUT.rawValue
+        } else if !io.holdWrites && mosquitto_want_write(io.mosq) {
             // During a TLS handshake libmosquitto keeps want_write set while it waits to
             // read (upstream #942): once TCP is up, only readability moves it on.
             if !(io.tlsHandshaking && io.tcpConnected) {
@@ -613,6 +700,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         guard io.isRegistered else { return }
         let current = mosquitto_socket(io.mosq)
         if current == io.socketFD { return }
+        io.unsent = []
         io.socketFD = -1
         io.socketToken = 0
         io.interest = 0
@@ -635,6 +723,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         if io.socketFD >= 0 {
             _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, io.socketFD, nil)
         }
+        io.unsent = []
         io.socketFD = -1
         io.socketToken = 0
         io.interest = 0
@@ -658,6 +747,15 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         /// Clients whose socket is corked (TCP_CORK) between the loop's writes: always 0,
         /// or packets wait up to 200 ms for the kernel to send them.
         public var corkedSockets: Int
+        /// Whether libmosquitto's reads and writes of plain TCP sockets are batched
+        /// (``MosquittoLibrary/batchesIO``).
+        public var batchesIO: Bool
+        /// read(2) calls that filled the loop's read buffer, and write(2) calls that sent
+        /// gathered packets, since the loop started (0 without batching).
+        public var batchedReads: UInt64
+        public var batchedWrites: UInt64
+        /// Bytes written by libmosquitto that wait for their socket to take them.
+        public var unsentBytes: Int
     }
 
     /// Counts clients, the socketpair backlog and corked sockets, on the loop thread.
@@ -666,9 +764,11 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
             flushDirty()
             var stats = Statistics(
                 clients: 0, connectedSockets: 0, socketPairBacklogBytes: 0, maxSocketPairBacklogBytes: 0, epollRebuilds: epollRebuilds,
-                corkedSockets: 0)
+                corkedSockets: 0, batchesIO: reader != nil && writer != nil, batchedReads: reader?.pointee.fills ?? 0,
+                batchedWrites: writer?.pointee.flushes ?? 0, unsentBytes: 0)
             for case let io? in registrations {
                 stats.clients += 1
+                stats.unsentBytes += io.unsent.count
                 if io.socketFD >= 0 {
                     stats.connectedSockets += 1
                     if Self.isCorked(io.socketFD) { stats.corkedSockets += 1 }
@@ -711,6 +811,11 @@ final class ClientIO {
     var ownedByConnector = false
     /// Ack-through: nothing queued is written while set.
     var holdWrites = false
+    /// Bytes libmosquitto wrote (through the loop's writer) that the socket has not taken
+    /// yet: they go before anything libmosquitto writes next.
+    var unsent: [UInt8] = []
+    /// The client connects with TLS (OpenSSL writes its records itself).
+    var usesTLS = false
     var tcpConnected = false
     /// TLS client that has not received CONNACK yet.
     var tlsHandshaking = false

@@ -17,7 +17,8 @@ import NIOCore
 ///   publishes, acknowledgements of deliveries, "delivered" receipts) goes to the MQTT loop
 ///   in one ``MosquittoClient/perform(_:)`` at the end of the burst;
 /// - what the MQTT side produces (messages, publish outcomes, the loss of the connection)
-///   comes back through a ``ConnectionMailbox``, one event-loop hop per batch;
+///   comes back through a ``ConnectionMailbox``; ``MailboxWakeups`` drains the mailboxes
+///   that one turn of the MQTT loop filled with one task per event loop;
 /// - requests that wait for the broker's answer (SUBSCRIBE, presence, location, read
 ///   receipts) run in order on a ``RequestLane``, a task that exists only while they do;
 /// - the login (token, MQTT connect, subscriptions) runs on a task of its own, once.
@@ -105,7 +106,8 @@ final class DeviceConnection: ChannelDuplexHandler {
         channelContext = context
         let loop = context.eventLoop
         let bound = NIOLoopBound(self, eventLoop: loop)
-        mailbox = ConnectionMailbox { loop.execute { bound.value.drainMailbox() } }
+        let wakeups = gateway.wakeups
+        mailbox = ConnectionMailbox { wakeups.wake(on: loop) { bound.value.drainMailbox() } }
         let finished = loop.makePromise(of: Void.self)
         self.finished = finished
         let connections = gateway.statistics.connections

@@ -10,6 +10,8 @@ final class GatewayContext: Sendable {
     let topics: GatewayTopics
     let verifier: TokenVerifier
     let mqttLoop: MosquittoEventLoop
+    /// Wakes connections for mail from the MQTT loop, once per event loop and turn.
+    let wakeups: MailboxWakeups
     let registry = SessionRegistry()
     let dedup: DedupStore
     let statistics = GatewayStatistics()
@@ -35,6 +37,7 @@ final class GatewayContext: Sendable {
         self.topics = GatewayTopics(prefix: configuration.topicPrefix, pubsubSpace: configuration.pubsub.topicSpace)
         self.verifier = TokenVerifier(secret: configuration.auth.jwtSecret, issuer: configuration.auth.issuer, leeway: configuration.auth.leeway)
         self.mqttLoop = mqttLoop
+        self.wakeups = MailboxWakeups(mqttLoop: mqttLoop)
         self.gatewayID = configuration.gatewayID
         self.dedup = DedupStore()
         self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))
