@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import IMGateway
 import Logging
+import NIOCore
 import ServiceLifecycle
 
 @main
@@ -45,6 +46,11 @@ struct Serve: AsyncParsableCommand {
             configuration.listen.port = port
         }
         try configuration.validate()
+        // Before anything uses NIO's shared event loops (NIO's own environment variable,
+        // if set, wins).
+        if ProcessInfo.processInfo.environment["NIO_SINGLETON_GROUP_LOOP_COUNT"] == nil {
+            NIOSingletons.groupLoopCountSuggestion = configuration.listen.eventLoopThreads(cores: System.coreCount)
+        }
 
         let logLevel = Logger.Level(rawValue: configuration.logLevel) ?? .info
         LoggingSystem.bootstrap { label in

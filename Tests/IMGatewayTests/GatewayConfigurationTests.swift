@@ -227,3 +227,18 @@ struct GatewayConfigurationTests {
         #expect(try JSONDecoder().decode(GatewayConfiguration.self, from: data) == config)
     }
 }
+
+@Suite("listen.threads")
+struct ListenThreadsTests {
+    @Test("0 is one per core less one, at least one; a number is taken as it is; out of range is refused")
+    func eventLoopThreads() throws {
+        let automatic = GatewayConfiguration.ListenSettings()
+        #expect(automatic.eventLoopThreads(cores: 1) == 1)
+        #expect(automatic.eventLoopThreads(cores: 2) == 1)
+        #expect(automatic.eventLoopThreads(cores: 8) == 7)
+        #expect(GatewayConfiguration.ListenSettings(threads: 3).eventLoopThreads(cores: 2) == 3)
+        var configuration = GatewayConfiguration.defaults
+        configuration.listen.threads = -1
+        #expect(configuration.problems().contains { "\($0)".contains("listen.threads") })
+    }
+}

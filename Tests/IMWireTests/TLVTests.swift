@@ -131,3 +131,20 @@ struct TLVTests {
         #expect(IMTag.authToken.description == "AUTH_TOKEN (0x0100)")
     }
 }
+
+@Suite("UTF8Text")
+struct UTF8TextTests {
+    @Test("ASCII, multi-byte text and every invalid sequence kind, at every length around the word size")
+    func decode() {
+        for length in 0..<20 {
+            let ascii = Array(repeating: UInt8(ascii: "a"), count: length)
+            #expect(ascii.withUnsafeBytes { UTF8Text.decode($0) } == String(repeating: "a", count: length))
+            // A non-ASCII character at the end, and an invalid byte at the end.
+            let accented = ascii + Array("é".utf8)
+            #expect(accented.withUnsafeBytes { UTF8Text.decode($0) } == String(repeating: "a", count: length) + "é")
+            for invalid: [UInt8] in [[0xFF], [0xC3], [0xE2, 0x82], [0xED, 0xA0, 0x80], [0xC0, 0xAF]] {
+                #expect((ascii + invalid).withUnsafeBytes { UTF8Text.decode($0) } == nil)
+            }
+        }
+    }
+}

@@ -7,16 +7,27 @@ extension GatewayConfiguration {
         public var port: Int
         /// `tls`: serve TLS with this certificate and key. Default none (plain TCP).
         public var tls: TLSSettings?
+        /// `threads`: event-loop threads serving TLV connections; 0 (the default) is one per
+        /// core less one, at least one, because the MQTT sessions run on a thread of their
+        /// own. Read by `imgw serve` at start.
+        public var threads: Int
 
         /// Creates listen settings with the defaults.
-        public init(host: String = "127.0.0.1", port: Int = 6969, tls: TLSSettings? = nil) {
+        public init(host: String = "127.0.0.1", port: Int = 6969, tls: TLSSettings? = nil, threads: Int = 0) {
             self.host = host
             self.port = port
             self.tls = tls
+            self.threads = threads
+        }
+
+        /// The event-loop threads to run: ``threads``, or for 0 one per core less one (at
+        /// least one).
+        public func eventLoopThreads(cores: Int) -> Int {
+            threads > 0 ? threads : max(1, cores - 1)
         }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case host, port, tls
+            case host, port, tls, threads
         }
 
         public init(from decoder: any Decoder) throws {
@@ -26,6 +37,7 @@ extension GatewayConfiguration {
             self.host = try c.value(.host, or: d.host)
             self.port = try c.value(.port, or: d.port)
             self.tls = try c.value(.tls, or: d.tls)
+            self.threads = try c.value(.threads, or: d.threads)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -33,6 +45,7 @@ extension GatewayConfiguration {
             try c.encode(self.host, forKey: .host)
             try c.encode(self.port, forKey: .port)
             try c.encode(self.tls, forKey: .tls)
+            try c.encode(self.threads, forKey: .threads)
         }
     }
 

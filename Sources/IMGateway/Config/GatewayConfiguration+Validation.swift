@@ -17,6 +17,7 @@ extension GatewayConfiguration {
 
         check.nonEmpty("listen.host", self.listen.host)
         check.port("listen.port", self.listen.port, allowZero: true)
+        check.range("listen.threads", self.listen.threads, 0...256)
         if let tls = self.listen.tls {
             check.nonEmpty("listen.tls.cert_file", tls.certFile)
             check.nonEmpty("listen.tls.key_file", tls.keyFile)

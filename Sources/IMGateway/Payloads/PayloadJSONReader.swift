@@ -1,3 +1,5 @@
+import IMWire
+
 /// Reads the JSON of a fixed-shape payload without building a tree first: objects, arrays,
 /// strings and integers, the values the gateway's own payloads use.
 ///
@@ -55,7 +57,7 @@ struct PayloadJSONReader {
         while index < input.count {
             let byte = input[index]
             if byte == UInt8(ascii: "\"") {
-                let string = String(validating: UnsafeBufferPointer(rebasing: input[start..<index]), as: UTF8.self)
+                let string = UTF8Text.decode(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: input[start..<index])))
                 index += 1
                 return string
             }
@@ -121,7 +123,7 @@ struct PayloadJSONReader {
             index += 1
             switch byte {
             case UInt8(ascii: "\""):
-                return String(validating: bytes, as: UTF8.self)
+                return bytes.withUnsafeBytes { UTF8Text.decode($0) }
             case UInt8(ascii: "\\"):
                 guard index < input.count else { return nil }
                 let escaped = input[index]

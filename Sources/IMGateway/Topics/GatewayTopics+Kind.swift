@@ -17,16 +17,23 @@ extension GatewayTopics {
     /// the stats topic, an invalid user or device level, a wrong number of levels).
     public func classify(_ mqttTopic: String) -> Kind? {
         if let clientTopic = self.clientTopic(fromPubsub: mqttTopic) { return .pubsub(clientTopic: clientTopic) }
-        let levels = Self.levels(of: mqttTopic)
-        guard levels.count >= 4, levels[0] == self.prefix, levels[1] == Self.userLevel, IMIdentifier.isValid(levels[2])
-        else { return nil }
-        let user = levels[2]
-        switch (levels.count, levels[3]) {
-        case (4, "inbox"): return .inbox(user: user)
-        case (4, "location"): return .location(user: user)
-        case (4, "receipts"): return .receipts(user: user)
-        case (5, "presence") where IMIdentifier.isValid(levels[4]): return .presence(user: user, device: levels[4])
-        default: return nil
-        }
+        // `{prefix}/u/{user}/{kind}[/{device}]`, read in place: this runs for every message.
+        let topic = mqttTopic.utf8
+        let root = self.userRoot.utf8
+        guard topic.starts(with: root) else { return nil }
+        let rest = topic[topic.index(topic.startIndex, offsetBy: root.count)...]
+        guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else { return nil }
+        let user = String(Substring(rest[..<slash]))
+        guard IMIdentifier.isValid(user) else { return nil }
+        let tail = rest[rest.index(after: slash)...]
+        if tail.elementsEqual("inbox".utf8) { return .inbox(user: user) }
+        if tail.elementsEqual("location".utf8) { return .location(user: user) }
+        if tail.elementsEqual("receipts".utf8) { return .receipts(user: user) }
+        let presence = "presence/".utf8
+        guard tail.starts(with: presence) else { return nil }
+        let device = tail[tail.index(tail.startIndex, offsetBy: presence.count)...]
+        guard !device.contains(UInt8(ascii: "/")) else { return nil }
+        let name = String(Substring(device))
+        return IMIdentifier.isValid(name) ? .presence(user: user, device: name) : nil
     }
 }

@@ -1,9 +1,6 @@
 import IMWire
 
 extension GatewayTopics {
-    /// The topic space clients may publish and subscribe in: `{prefix}/{space}/`.
-    public var pubsubRoot: String { "\(self.prefix)/\(self.pubsubSpace)/" }
-
     /// The MQTT topic for a client's PUBLISH topic.
     ///
     /// Clients name topics in full, inside the space (docs/PROTOCOL.md 6.8: `im/t/room-1/chat`),

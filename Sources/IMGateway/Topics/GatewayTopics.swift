@@ -19,6 +19,10 @@ public struct GatewayTopics: Sendable, Hashable {
     public let prefix: String
     /// The level below the prefix that holds the clients' generic topics, e.g. `t`.
     public let pubsubSpace: String
+    /// `{prefix}/{space}/`: where the pub/sub space starts.
+    public let pubsubRoot: String
+    /// `{prefix}/u/`: where the per-user topics start.
+    let userRoot: String
 
     /// The level below the prefix that holds the per-user topics.
     public static let userLevel = "u"
@@ -35,6 +39,8 @@ public struct GatewayTopics: Sendable, Hashable {
         assert(Self.invalidLevelReason(pubsubSpace) == nil && pubsubSpace != Self.userLevel, "invalid space")
         self.prefix = prefix
         self.pubsubSpace = pubsubSpace
+        self.pubsubRoot = "\(prefix)/\(pubsubSpace)/"
+        self.userRoot = "\(prefix)/\(Self.userLevel)/"
     }
 
     /// Why `level` cannot be the topic prefix or pub/sub space, or `nil` if it can: it must be

@@ -57,7 +57,7 @@ extension TLVItem {
 
     /// The value as UTF-8 text, validated.
     public func string() throws(IMWireError) -> String {
-        let decoded = self.value.withUnsafeReadableBytes { String(validating: $0, as: UTF8.self) }
+        let decoded = self.value.withUnsafeReadableBytes { UTF8Text.decode($0) }
         guard let decoded else { throw .invalidField(self.tag, .invalidUTF8) }
         return decoded
     }
