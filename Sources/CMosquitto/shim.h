@@ -78,6 +78,19 @@ static inline bool cmosq_detach_socketpair(struct mosquitto *mosq, int end1, int
     return true;
 }
 
+/// The socketpair a handle fresh from `mosquitto_new` names in its private head (no socket
+/// yet, both ends set), or false. The numbers are only a claim until the caller has checked
+/// that they are a pair of unnamed AF_UNIX stream sockets and each other's peer.
+static inline bool cmosq_head_socketpair(struct mosquitto *mosq, int *first, int *second) {
+    const struct cmosq_mosquitto_head_v2_0 *head = (const struct cmosq_mosquitto_head_v2_0 *)mosq;
+    if (head->sock != -1 || head->sockpairR < 0 || head->sockpairW < 0 || head->sockpairR == head->sockpairW) {
+        return false;
+    }
+    *first = head->sockpairR;
+    *second = head->sockpairW;
+    return true;
+}
+
 /// True when `fd` is an unnamed, non-blocking AF_UNIX stream socket whose peer is
 /// unnamed too: what libmosquitto's internal socketpair looks like (lib/net_mosq.c
 /// `net__socketpair`). Used to find that pair right after `mosquitto_new`.

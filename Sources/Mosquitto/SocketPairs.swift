@@ -7,6 +7,11 @@ import Glibc
 
 /// Finds the socketpair libmosquitto 2.0 opens inside `mosquitto_new`.
 ///
+/// With libmosquitto 2.0.x (whose private layout was checked) the handle's head names the
+/// pair, and the claim is taken once the kernel confirms it: both are unnamed AF_UNIX stream
+/// sockets of the shape below, no live handle owns them, and each is the other's peer
+/// (sock_diag). Only when that fails, or with another version, are descriptors scanned:
+///
 /// libmosquitto writes a byte into that pair for every packet it queues and only its own
 /// (select-based) loop reads them back; the descriptors are private (`struct mosquitto`
 /// is opaque) and `MOSQ_OPT_DISABLE_SOCKETPAIR` only exists from 2.1. So:
@@ -34,11 +39,23 @@ enum SocketPairs {
 
     /// Pair descriptors owned by live handles, across every loop of the process.
     private static let known = Mutex<Set<Int32>>([])
+    /// Handles whose pair had to be found by scanning descriptors (0 where the head's claim
+    /// is confirmed every time).
+    static let scans = Atomic<Int>(0)
 
     /// Runs `create` (a `mosquitto_new` call) and returns its handle and the pair the loop
     /// must drain: `nil` when the pair was detached from the handle and closed.
     static func create(_ create: () -> OpaquePointer?) throws(MosquittoError) -> (OpaquePointer?, Pair?) {
         try known.withLock { known throws(MosquittoError) in
+            // Fastest path (libmosquitto 2.0.x): the handle's head names its pair; taken
+            // once the kernel confirms the claim. About 20 system calls instead of the
+            // hundreds a scan of descriptors costs, so a login storm does not queue here.
+            if MosquittoLibrary.canDetachSocketPair {
+                guard let handle = create() else { return (nil, nil) }
+                if let pair = confirmedHeadPair(handle, known), detach(handle, pair) { return (handle, nil) }
+                mosquitto_destroy(handle)
+            }
+            scans.add(1, ordering: .relaxed)
             // Fast path: descriptors are handed out lowest first, so the pair lands at or
             // near the lowest descriptor free just before the call.
             let hint = cmosq_lowest_free_fd()
@@ -74,6 +91,24 @@ enum SocketPairs {
         close(pair.read)
         close(pair.write)
         return true
+    }
+
+    /// The pair the handle's head names, if the kernel confirms it: two unnamed,
+    /// non-blocking AF_UNIX stream sockets without close-on-exec that no other handle
+    /// owns, each the other's peer.
+    private static func confirmedHeadPair(_ handle: OpaquePointer, _ known: Set<Int32>) -> Pair? {
+        var first: Int32 = -1
+        var second: Int32 = -1
+        guard cmosq_head_socketpair(handle, &first, &second), !known.contains(first), !known.contains(second),
+            cmosq_is_socketpair_end(first), cmosq_is_socketpair_end(second)
+        else { return nil }
+        let firstInode = cmosq_socket_inode(first)
+        let secondInode = cmosq_socket_inode(second)
+        var peer: UInt32 = 0
+        guard firstInode != 0, secondInode != 0, cmosq_unix_peer_inode(UInt32(truncatingIfNeeded: firstInode), &peer) == 0,
+            peer == UInt32(truncatingIfNeeded: secondInode)
+        else { return nil }
+        return (first, second)
     }
 
     private static func adopt(_ pair: Pair, _ known: inout Set<Int32>) {

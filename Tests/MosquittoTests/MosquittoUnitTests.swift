@@ -100,3 +100,20 @@ struct MosquittoUnitTests {
         await #expect(throws: MosquittoError.closed) { try await client.connect() }
     }
 }
+
+@Suite("Mosquitto: libmosquitto's internal socketpair")
+struct SocketPairsTests {
+    @Test("the pair a fresh handle names is confirmed and taken away, without a descriptor scan")
+    func headPairTaken() throws {
+        #expect(MosquittoLibrary.canDetachSocketPair, "libmosquitto 2.0 on this platform")
+        let scansBefore = SocketPairs.scans.load(ordering: .relaxed)
+        var handles: [OpaquePointer] = []
+        for index in 0..<50 {
+            let (handle, pair) = try SocketPairs.create { mosquitto_new("pair-\(index)", true, nil) }
+            #expect(pair == nil, "detached, nothing for a loop to drain")
+            handles.append(try #require(handle))
+        }
+        #expect(SocketPairs.scans.load(ordering: .relaxed) == scansBefore)
+        for handle in handles { SocketPairs.destroy(handle, pair: nil) }
+    }
+}
