@@ -61,6 +61,28 @@ struct IMBenchTests {
         #expect(output.contains("send and receive"), "the run says what it does")
     }
 
+    @Test("imbench chat --no-receipt-notices: the senders get no RECEIPT_NOTICE (by default, one per message)",
+          arguments: [true, false])
+    func chatReceiptNotices(_ notices: Bool) async throws {
+        let output = try await run(
+            Self.executable,
+            ["chat", "--paths", "gateway", "--seconds", "1", "--pairs", "1", "--drain", "10", "--window", "8"]
+                + (notices ? [] : ["--no-receipt-notices"]))
+        let result = try Self.json(output)
+        let received = try #require(result["gateway_received"] as? Int)
+        #expect(received > 0)
+        #expect(result["lost"] as? Int == 0)
+        let count = try #require(result["gateway_receipt_notices"] as? Int)
+        if notices {
+            #expect(result["receipt_notices"] == nil)
+            // Notices of the last messages may still be on their way when the run ends.
+            #expect(count > received / 2)
+        } else {
+            #expect(result["receipt_notices"] as? Bool == false)
+            #expect(count == 0)
+        }
+    }
+
     /// The JSON line among imbench's output lines (stderr has the progress).
     static func json(_ output: String) throws -> [String: Any] {
         let line = try #require(output.split(separator: "\n").last { $0.hasPrefix("{\"benchmark\"") }, "no JSON line in: \(output)")

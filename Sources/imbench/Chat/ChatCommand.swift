@@ -46,6 +46,14 @@ struct ChatCommand: AsyncParsableCommand {
         """)
     var duplex = false
 
+    @Flag(inversion: .prefixedNo, help: """
+        Devices take RECEIPT_NOTICE frames, as LOGIN does by default (one per chat to its \
+        sender, which ACKs it; the direct path has nothing like them). With \
+        --no-receipt-notices they log in with RECEIPT_NOTICES 0 and the two paths do the same \
+        work per message.
+        """)
+    var receiptNotices = true
+
     @Option(help: "Times to run each path, alternating gateway and direct (a phase of --seconds each), on the same broker and gateway.")
     var rounds = 1
 
@@ -65,6 +73,7 @@ struct ChatCommand: AsyncParsableCommand {
             settings.pairs *= 2
             settings.duplex = true
         }
+        settings.receiptNotices = receiptNotices
         let runID = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let env = try await BenchEnvironment.start(environment, gateway: paths != .direct)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -168,6 +177,7 @@ struct ChatCommand: AsyncParsableCommand {
             json.add(prefix + "sent", phase.report.totals.sent)
             json.add(prefix + "acked", phase.report.totals.acked)
             json.add(prefix + "refused", phase.report.totals.refused)
+            if prefix == "gateway_" { json.add("gateway_receipt_notices", phase.report.totals.receiptNotices) }
             json.add(prefix + "unacked", phase.report.unacknowledged)
             json.add(prefix + "received", phase.report.totals.received)
             json.add(prefix + "load_avg", phase.loadAverage, decimals: 2)

@@ -21,6 +21,8 @@ final class ChatLedger: Sendable {
         var refused = 0
         var received = 0
         var duplicates = 0
+        /// RECEIPT_NOTICE frames the senders got (gateway path).
+        var receiptNotices = 0
         var p99Milliseconds = 0.0
     }
 
@@ -73,6 +75,7 @@ final class ChatLedger: Sendable {
                 totals.refused += report.totals.refused
                 totals.received += report.totals.received
                 totals.duplicates += report.totals.duplicates
+                totals.receiptNotices += report.totals.receiptNotices
             }
             totals.p99Milliseconds = Double(latencies.valueAtPercentile(99)) / 1000
             return Report(
@@ -90,6 +93,7 @@ final class ChatLedger: Sendable {
         var received = Bitset()
         var receivedCount = 0
         var duplicates = 0
+        var receiptNotices = 0
     }
 
     private struct State {
@@ -146,6 +150,11 @@ final class ChatLedger: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
+    /// The sender of `pair` got a RECEIPT_NOTICE.
+    func receiptNotice(pair: Int) {
+        state.withLock { $0.pairs[pair].receiptNotices += 1 }
+    }
+
     /// The gateway refused a message of `pair` (negative ACK), or the publish failed.
     func refused(pair: Int, reason: String) {
         state.withLock { state in
@@ -184,6 +193,7 @@ final class ChatLedger: Sendable {
                 totals.refused += pair.refused
                 totals.received += pair.receivedCount
                 totals.duplicates += pair.duplicates
+                totals.receiptNotices += pair.receiptNotices
             }
             totals.p99Milliseconds = Double(state.histogram.valueAtPercentile(99)) / 1000
             return totals

@@ -54,6 +54,11 @@ final class ChatSender: DeviceBehaviour {
         }
     }
 
+    /// A RECEIPT_NOTICE for one of this sender's messages (the handler has ACKed it).
+    func received(_ frame: IMFrame, context: ChannelHandlerContext) {
+        if frame.header.type == .readReceipt { ledger.receiptNotice(pair: pair) }
+    }
+
     func acked(_ frame: IMFrame, context: ChannelHandlerContext) {
         let sequence = Int(frame.header.sequence) - 1
         guard sequence >= 1, sequence <= lastSequence else { return }

@@ -18,6 +18,9 @@ struct ChatSettings: Sendable {
     /// (flow 2k from device a_k to b_k, flow 2k+1 back), instead of one sender and one
     /// receiver device per flow. `pairs` counts flows either way.
     var duplex = false
+    /// Gateway path: the devices take RECEIPT_NOTICE frames (the protocol's default), one per
+    /// chat to its sender, which ACKs it. The direct path has nothing like them.
+    var receiptNotices = true
 
     /// Messages per second per pair, with a rate.
     var ratePerPair: Double? { rate.map { $0 / Double(pairs) } }

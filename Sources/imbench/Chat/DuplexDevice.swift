@@ -13,7 +13,14 @@ final class DuplexDevice: DeviceBehaviour {
     }
 
     func acked(_ frame: IMFrame, context: ChannelHandlerContext) { sender.acked(frame, context: context) }
-    func received(_ frame: IMFrame, context: ChannelHandlerContext) { receiver.received(frame, context: context) }
+    func received(_ frame: IMFrame, context: ChannelHandlerContext) {
+        // RECEIPT_NOTICEs are about what this device sent.
+        if frame.header.type == .readReceipt {
+            sender.received(frame, context: context)
+        } else {
+            receiver.received(frame, context: context)
+        }
+    }
     func handle(_ event: BenchEvent, context: ChannelHandlerContext) { sender.handle(event, context: context) }
     func closed() { sender.closed() }
 }

@@ -48,11 +48,11 @@ enum GatewayChatRun {
         let receiverNames = (0..<settings.pairs).map { "bench-\(runID)-r\($0)" }
         let senderNames = (0..<settings.pairs).map { "bench-\(runID)-s\($0)" }
         Log.info("\(title): logging in \(settings.pairs) receiver(s), then \(settings.pairs) sender(s)")
-        let receivers = try await connectAll(receiverNames, environment: environment, loop: loop) { pair in
+        let receivers = try await connectAll(receiverNames, environment: environment, loop: loop, receiptNotices: settings.receiptNotices) { pair in
             { ChatReceiver(pair: pair, ledger: ledger, link: links[pair].value) }
         }
         do {
-            let senders = try await connectAll(senderNames, environment: environment, loop: loop) { pair in
+            let senders = try await connectAll(senderNames, environment: environment, loop: loop, receiptNotices: settings.receiptNotices) { pair in
                 {
                     ChatSender(
                         pair: pair, recipient: receiverNames[pair], ledger: ledger, settings: settings, link: links[pair].value)
@@ -77,7 +77,7 @@ enum GatewayChatRun {
         let bNames = (0..<couples).map { "bench-\(runID)-b\($0)" }
         Log.info("\(title): logging in \(2 * couples) devices that send and receive (\(settings.pairs) flows)")
         // Device of couple k on side b: sends flow 2k+1 to a_k, receives flow 2k.
-        let bDevices = try await connectAll(bNames, environment: environment, loop: loop) { k in
+        let bDevices = try await connectAll(bNames, environment: environment, loop: loop, receiptNotices: settings.receiptNotices) { k in
             {
                 DuplexDevice(
                     sender: ChatSender(pair: 2 * k + 1, recipient: aNames[k], ledger: ledger, settings: settings, link: links[2 * k + 1].value),
@@ -85,7 +85,7 @@ enum GatewayChatRun {
             }
         }
         do {
-            let aDevices = try await connectAll(aNames, environment: environment, loop: loop) { k in
+            let aDevices = try await connectAll(aNames, environment: environment, loop: loop, receiptNotices: settings.receiptNotices) { k in
                 {
                     DuplexDevice(
                         sender: ChatSender(pair: 2 * k, recipient: bNames[k], ledger: ledger, settings: settings, link: links[2 * k].value),
@@ -102,7 +102,7 @@ enum GatewayChatRun {
 
     /// Connects and logs in one device per name, concurrently; fails with the first refusal.
     static func connectAll(
-        _ names: [String], environment: BenchEnvironment, loop: any EventLoop,
+        _ names: [String], environment: BenchEnvironment, loop: any EventLoop, receiptNotices: Bool = true,
         behaviour: @escaping @Sendable (Int) -> @Sendable () -> any DeviceBehaviour
     ) async throws -> [BenchDevice] {
         let minter = TokenMinter(secret: environment.secret)
@@ -115,7 +115,7 @@ enum GatewayChatRun {
                     do {
                         let device = try await BenchDevice.connect(
                             to: environment.gateway, on: loop, token: frozen[index], deviceID: "bench",
-                            behaviour: behaviour(index))
+                            receiptNotices: receiptNotices, behaviour: behaviour(index))
                         return (index, device)
                     } catch {
                         throw BenchError.loginRefused(user: name, "\(error)")

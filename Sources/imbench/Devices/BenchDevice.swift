@@ -17,7 +17,7 @@ struct BenchDevice: Sendable {
     /// - Throws: ``BenchError`` with the gateway's refusal, a timeout, or NIO's connect error.
     static func connect(
         to gateway: HostPort, on loop: any EventLoop, token: String, deviceID: String, timeout: TimeAmount = .seconds(30),
-        behaviour: @escaping @Sendable () -> any DeviceBehaviour
+        receiptNotices: Bool = true, behaviour: @escaping @Sendable () -> any DeviceBehaviour
     ) async throws -> BenchDevice {
         let login = loop.makePromise(of: LoginOK.self)
         let timer = loop.scheduleTask(in: timeout) {
@@ -33,7 +33,8 @@ struct BenchDevice: Sendable {
                         try channel.pipeline.syncOperations.addHandlers([
                             ByteToMessageHandler(IMFrameDecoder()),
                             MessageToByteHandler(IMFrameEncoder()),
-                            BenchDeviceHandler(token: token, deviceID: deviceID, login: login, behaviour: behaviour()),
+                            BenchDeviceHandler(
+                                token: token, deviceID: deviceID, receiptNotices: receiptNotices, login: login, behaviour: behaviour()),
                         ])
                     }
                 }

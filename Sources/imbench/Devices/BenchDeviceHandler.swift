@@ -17,20 +17,23 @@ final class BenchDeviceHandler: ChannelInboundHandler {
 
     private let token: String
     private let deviceID: String
+    /// Whether LOGIN asks for RECEIPT_NOTICE frames (the protocol's default) or says 0.
+    private let receiptNotices: Bool
     private let login: EventLoopPromise<LoginOK>
     private let behaviour: any DeviceBehaviour
     private var loggedIn = false
     private var loginSettled = false
 
-    init(token: String, deviceID: String, login: EventLoopPromise<LoginOK>, behaviour: any DeviceBehaviour) {
+    init(token: String, deviceID: String, receiptNotices: Bool = true, login: EventLoopPromise<LoginOK>, behaviour: any DeviceBehaviour) {
         self.token = token
         self.deviceID = deviceID
+        self.receiptNotices = receiptNotices
         self.login = login
         self.behaviour = behaviour
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        let frame = LoginRequest(token: token, deviceID: deviceID).frame(
+        let frame = LoginRequest(token: token, deviceID: deviceID, receiptNotices: receiptNotices ? nil : false).frame(
             sequence: Self.loginSequence, timestamp: MonotonicClock.unixSeconds(), sessionID: Self.sessionID)
         context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
         context.fireChannelActive()

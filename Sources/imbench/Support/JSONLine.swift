@@ -84,6 +84,7 @@ extension JSONLine {
         add("seconds", settings.seconds, decimals: 1)
         add("pairs", settings.pairs)
         if settings.duplex { add("duplex", true) }
+        if !settings.receiptNotices { add("receipt_notices", false) }
         add("rate", settings.rate, decimals: 0)
         add("window", settings.window)
         add("qos", settings.qos)
