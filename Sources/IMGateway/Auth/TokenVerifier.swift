@@ -1,6 +1,7 @@
 import Foundation
 import IMWire
 import JWTKit
+import Synchronization
 
 /// Verifies login tokens: HS256 JWTs whose `sub` claim is the user id.
 ///
@@ -15,6 +16,8 @@ import JWTKit
 /// ```
 public struct TokenVerifier: Sendable {
     private let key: HMACKey
+    /// The key as jwt-kit wants it, made once (on first use: adding a key is async).
+    private let keys: KeyCollection
     /// The required `iss` claim, or `nil` to accept any issuer.
     public let issuer: String?
     /// Seconds of clock skew tolerated on `exp` and `nbf`.
@@ -23,6 +26,7 @@ public struct TokenVerifier: Sendable {
     /// Creates a verifier for tokens signed with `secret`.
     public init(secret: String, issuer: String? = nil, leeway: Int = 30) {
         self.key = HMACKey.gatewayKey(secret: secret)
+        self.keys = KeyCollection(key: self.key)
         self.issuer = issuer
         self.leeway = leeway
     }
@@ -55,10 +59,7 @@ public struct TokenVerifier: Sendable {
 
     /// Checks the signature and decodes the claims, mapping jwt-kit's errors.
     private func verifiedClaims(_ token: String) async throws(AuthError) -> VerifiedClaims {
-        // A collection per call: adding a key is actor-isolated, so it cannot happen in the
-        // synchronous init, and an HMAC signer is cheap next to a login.
-        let keys = JWTKeyCollection()
-        await keys.add(hmac: self.key, digestAlgorithm: .sha256)
+        let keys = await self.keys.collection()
         do {
             return try await keys.verify(token, as: VerifiedClaims.self)
         } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
@@ -68,5 +69,31 @@ public struct TokenVerifier: Sendable {
         } catch {
             throw .malformed(String(describing: error))
         }
+    }
+}
+
+/// jwt-kit's key collection for one key, made on first use and shared from then on (adding
+/// a key is actor-isolated, so it cannot happen in ``TokenVerifier``'s synchronous init).
+private final class KeyCollection: Sendable {
+    private let key: HMACKey
+    private let made = Mutex<Task<JWTKeyCollection, Never>?>(nil)
+
+    init(key: HMACKey) {
+        self.key = key
+    }
+
+    func collection() async -> JWTKeyCollection {
+        let task = made.withLock { made in
+            if let made { return made }
+            let key = self.key
+            let task = Task {
+                let keys = JWTKeyCollection()
+                await keys.add(hmac: key, digestAlgorithm: .sha256)
+                return keys
+            }
+            made = task
+            return task
+        }
+        return await task.value
     }
 }
