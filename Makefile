@@ -92,7 +92,8 @@ run: build
 	  echo "error: 127.0.0.1:$(BROKER_PORT) is already in use (a system mosquitto? 'systemctl stop mosquitto', or make run BROKER_PORT=1884)"; exit 1; fi
 	@printf 'embedded_broker:\n  port: $(BROKER_PORT)\n  data_dir: $(abspath $(RUN_DIR))/broker\n' > $(RUN_DIR)/imgw.yaml
 	@echo "Starting imgw: TLV clients on 127.0.0.1:6969, embedded broker on 127.0.0.1:$(BROKER_PORT)."
-	@echo "Watch it with: mosquitto_sub -h 127.0.0.1 -p $(BROKER_PORT) -v -t 'im/#'"
+	@echo "Watch it (the broker refuses anonymous clients; the observer account is read-only):"
+	@echo "  mosquitto_sub -h 127.0.0.1 -p $(BROKER_PORT) -u imgw-observer -P \"\$$(cat $(abspath $(RUN_DIR))/broker/observer.password)\" -i imgw-observer -v -t 'im/#'"
 	exec $$($(SWIFT) build --show-bin-path)/imgw serve --config $(RUN_DIR)/imgw.yaml
 
 include Fuzz/fuzz.mk

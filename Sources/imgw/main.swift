@@ -68,7 +68,7 @@ struct Serve: AsyncParsableCommand {
         if let configured = try BrokerEndpoint(settings: configuration.broker) {
             endpoint = configured
         } else {
-            let embedded = EmbeddedBroker(settings: configuration.embeddedBroker, logger: logger)
+            let embedded = try EmbeddedBroker(settings: configuration.embeddedBroker, topicPrefix: configuration.topicPrefix, logger: logger)
             try await embedded.start()
             services.append(embedded)
             endpoint = embedded.endpoint

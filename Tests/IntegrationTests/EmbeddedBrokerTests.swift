@@ -2,6 +2,7 @@ import Foundation
 import IMGateway
 import IMWire
 import Mosquitto
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -39,8 +40,12 @@ struct EmbeddedBrokerTests {
         #expect(gatewaySockets.isDisjoint(with: brokerSockets), "sockets shared by imgw and the restarted broker: \(gatewaySockets.intersection(brokerSockets))")
 
         // A device that drops goes offline at once (the broker sees imgw close its socket).
-        var watcherConfiguration = MosquittoClient.Configuration(clientID: "watch-\(UInt32.random(in: 0...UInt32.max))", host: "127.0.0.1", port: setup.brokerPort)
+        // (The broker refuses anonymous clients: the read-only observer account watches.)
+        let credentials = try BrokerCredentials.loadOrCreate(in: setup.dataDirectory)
+        var watcherConfiguration = MosquittoClient.Configuration(clientID: BrokerCredentials.observerClientID, host: "127.0.0.1", port: setup.brokerPort)
         watcherConfiguration.connectTimeout = 5
+        watcherConfiguration.username = BrokerCredentials.observerUsername
+        watcherConfiguration.password = credentials.observerPassword
         let watcher = makeClient(configuration: watcherConfiguration)
         let presence = try await connected(watcher)
         try await watcher.subscribe("im/u/una/presence/tablet", qos: .atLeastOnce)
@@ -96,10 +101,22 @@ final class EmbeddedGateway: Sendable {
 
     let process: ChildProcess
     let lines: Collector<String>
+    /// Every line it printed so far.
+    private let printed: Printed
 
-    private init(process: ChildProcess, lines: Collector<String>) {
+    final class Printed: Sendable {
+        let lines = Mutex<[String]>([])
+    }
+
+    private init(process: ChildProcess, lines: Collector<String>, printed: Printed) {
         self.process = process
         self.lines = lines
+        self.printed = printed
+    }
+
+    /// The first line printed so far that contains `marker`.
+    func printedLine(containing marker: String) -> String? {
+        printed.lines.withLock { $0.first { $0.contains(marker) } }
     }
 
     /// Starts imgw and returns once it listens (its broker is up by then).
@@ -121,8 +138,12 @@ final class EmbeddedGateway: Sendable {
             IMGWProcess.executable,
             ["serve", "--config", config.path, "--listen", "127.0.0.1:\(setup.tlvPort)"])
         let (stream, sink) = AsyncStream.makeStream(of: String.self)
-        _ = await process.follow(until: nil, within: .zero) { line in sink.yield(line) }
-        let gateway = EmbeddedGateway(process: process, lines: Collector(stream))
+        let printed = Printed()
+        _ = await process.follow(until: nil, within: .zero) { line in
+            printed.lines.withLock { $0.append(line) }
+            sink.yield(line)
+        }
+        let gateway = EmbeddedGateway(process: process, lines: Collector(stream), printed: printed)
         TestResources.track {
             await gateway.stop()
             setup.killBroker()  // one a killed imgw left behind

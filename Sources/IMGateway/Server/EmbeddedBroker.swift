@@ -6,19 +6,54 @@ import Synchronization
 /// The mosquitto `imgw` starts when no broker is configured: its configuration is
 /// written into the data directory (persistence there too), it listens on loopback, and
 /// it is restarted if it dies. Stopped last on shutdown (SIGTERM: it saves its sessions).
+///
+/// It refuses anonymous clients: the gateway connects with an account of its own, and a
+/// read-only observer account exists for `mosquitto_sub` (``BrokerCredentials``, enforced by
+/// mosquitto's dynamic security plugin).
 public final class EmbeddedBroker: Service, Sendable {
     public let endpoint: BrokerEndpoint
+    /// The accounts (passwords in the data directory, mode 0600).
+    public let credentials: BrokerCredentials
     private let settings: GatewayConfiguration.EmbeddedBrokerSettings
+    private let topicPrefix: String
+    /// mosquitto's dynamic security plugin, or nil when none was found (start fails).
+    private let securityPlugin: String?
     private let logger: Logger
     private let current = Mutex<ChildProcess?>(nil)
     private let stopping = Atomic<Bool>(false)
 
-    public init(settings: GatewayConfiguration.EmbeddedBrokerSettings, logger: Logger) {
+    /// Prepares the broker: creates the data directory and the accounts' passwords (kept
+    /// from the first start on).
+    public init(settings: GatewayConfiguration.EmbeddedBrokerSettings, topicPrefix: String, logger: Logger) throws(GatewayError) {
         self.settings = settings
-        self.endpoint = BrokerEndpoint(host: settings.host, port: settings.port)
+        self.topicPrefix = topicPrefix
+        self.credentials = try BrokerCredentials.loadOrCreate(in: settings.dataDir)
+        self.endpoint = BrokerEndpoint(
+            host: settings.host, port: settings.port, username: BrokerCredentials.gatewayUsername,
+            password: credentials.gatewayPassword)
+        self.securityPlugin = Self.findSecurityPlugin()
         var logger = logger
         logger[metadataKey: "component"] = "embedded-broker"
         self.logger = logger
+    }
+
+    /// Where Debian, Ubuntu and the usual builds put mosquitto's dynamic security plugin.
+    static func findSecurityPlugin() -> String? {
+        var machine = utsname()
+        uname(&machine)
+        let architecture = withUnsafeBytes(of: &machine.machine) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+        let name = "mosquitto_dynamic_security.so"
+        let candidates = [
+            "/usr/lib/\(architecture)-linux-gnu/\(name)", "/usr/lib/\(name)", "/usr/lib64/\(name)", "/usr/local/lib/\(name)",
+            "/usr/lib/mosquitto/\(name)",
+        ]
+        return candidates.first { FileManager.default.isReadableFile(atPath: $0) }
+    }
+
+    /// The `mosquitto_sub` command that shows what travels on the broker, with the
+    /// observer's credentials.
+    public var observerCommand: String {
+        credentials.observerCommand(host: settings.host, port: settings.port, prefix: topicPrefix)
     }
 
     /// The mosquitto.conf written for it.
@@ -26,8 +61,11 @@ public final class EmbeddedBroker: Service, Sendable {
         var lines = [
             "# Written by imgw at each start; edit the imgw configuration instead.",
             "listener \(settings.port) \(settings.host)",
-            "allow_anonymous true",
+            // Accounts and access: imgw's BrokerCredentials, in the dynamic security plugin.
+            "allow_anonymous false",
             "per_listener_settings false",
+            "plugin \(securityPlugin ?? "mosquitto_dynamic_security.so")",
+            "plugin_opt_config_file \(credentials.dynamicSecurityFile)",
             "max_queued_messages \(settings.maxQueuedMessages)",
             "persistence true",
             "persistence_location \(settings.dataDir.hasSuffix("/") ? settings.dataDir : settings.dataDir + "/")",
@@ -78,6 +116,11 @@ public final class EmbeddedBroker: Service, Sendable {
     /// Starts mosquitto and returns once it is running (or throws with what it said).
     public func start() async throws {
         try FileManager.default.createDirectory(atPath: settings.dataDir, withIntermediateDirectories: true)
+        guard securityPlugin != nil else {
+            throw GatewayError.embeddedBrokerFailed(
+                "mosquitto's dynamic security plugin (mosquitto_dynamic_security.so, mosquitto 2.0 or later) is not installed: apt-get install mosquitto")
+        }
+        try credentials.writeDynamicSecurity(prefix: topicPrefix)
         await stopStaleBroker()
         let configPath = (settings.dataDir as NSString).appendingPathComponent("mosquitto.conf")
         try configurationText().write(toFile: configPath, atomically: true, encoding: .utf8)
@@ -95,6 +138,7 @@ public final class EmbeddedBroker: Service, Sendable {
             said.append(line)
             if line.contains(" running") {
                 logger.info("embedded broker up", metadata: ["endpoint": "\(endpoint)", "data": "\(settings.dataDir)"])
+                logger.notice("watch the broker with: \(observerCommand)")
                 // Keep logging what it says.
                 let logger = self.logger
                 let rest = process.lines

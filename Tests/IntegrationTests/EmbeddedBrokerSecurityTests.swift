@@ -1,0 +1,134 @@
+import Foundation
+import IMGateway
+import IMWire
+import Mosquitto
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The embedded broker as `make run` starts it refuses anonymous clients; the observer
+/// account reads everything under `im/` and writes nothing; no account but the gateway's
+/// can use a device's client id (`imgw/...`).
+@Suite("imgw's embedded broker: authenticated, read-only observer", .stopsWhatItStarts, .timeLimit(.minutes(2)))
+struct EmbeddedBrokerSecurityTests {
+    private static func observer(
+        _ setup: EmbeddedGateway.Setup, clientID: String = BrokerCredentials.observerClientID, password: String? = nil
+    ) throws -> MosquittoClient {
+        let credentials = try BrokerCredentials.loadOrCreate(in: setup.dataDirectory)
+        var configuration = MosquittoClient.Configuration(clientID: clientID, host: "127.0.0.1", port: setup.brokerPort)
+        configuration.connectTimeout = 5
+        configuration.username = BrokerCredentials.observerUsername
+        configuration.password = password ?? credentials.observerPassword
+        return makeClient(configuration: configuration)
+    }
+
+    private static func isRefused(_ client: MosquittoClient) async -> Bool {
+        do {
+            try await client.connect()
+            return false
+        } catch {
+            return "\(error)".contains("Not authorized") || "\(error)".contains("0x87") || "\(error)".contains("0x86")
+        }
+    }
+
+    /// The next DELIVERY `device` gets (ACKed), skipping other frames.
+    private static func nextDelivery(_ device: TestDevice, _ what: String) async throws -> ChatDelivery {
+        while true {
+            let (frame, message) = try await device.next(within: 10, what)
+            if case .delivery(let delivery) = message {
+                try await device.ack(frame)
+                return delivery
+            }
+        }
+    }
+
+    private static func nextAck(_ device: TestDevice) async throws -> Ack {
+        while true {
+            let (_, message) = try await device.next(within: 10, "an ACK")
+            if case .ack(let ack) = message { return ack }
+        }
+    }
+
+    @Test("anonymous refused; the observer sees chat, cannot forge a chat or a share, and cannot take over a device's session")
+    func defaults() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-secure-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let setup = EmbeddedGateway.Setup(directory: directory, tlvPort: freePort(), brokerPort: freePort(), metricsPort: freePort())
+        let gateway = try await EmbeddedGateway.start(setup)
+        // It printed the command to watch with, before it listened.
+        let command = try #require(gateway.printedLine(containing: "watch the broker with: "))
+        #expect(command.contains("mosquitto_sub -h 127.0.0.1 -p \(setup.brokerPort) -u imgw-observer -P \"$(cat \(setup.dataDirectory)/observer.password)\" -i imgw-observer -v -t 'im/#'"))
+
+        // The passwords: in the data directory, readable by their owner only.
+        let credentials = try BrokerCredentials.loadOrCreate(in: setup.dataDirectory)
+        for file in [credentials.gatewayPasswordFile, credentials.observerPasswordFile, credentials.dynamicSecurityFile] {
+            var info = stat()
+            #expect(stat(file, &info) == 0 && info.st_mode & 0o777 == 0o600, "\(file)")
+        }
+
+        // Anonymous: refused.
+        var anonymous = MosquittoClient.Configuration(clientID: "anon-\(UInt32.random(in: 0...UInt32.max))", host: "127.0.0.1", port: setup.brokerPort)
+        anonymous.connectTimeout = 5
+        #expect(await Self.isRefused(makeClient(configuration: anonymous)), "an anonymous client")
+        // The observer with a wrong password: refused.
+        #expect(await Self.isRefused(try Self.observer(setup, password: "wrong")), "a wrong password")
+
+        // The observer reads the chat.
+        let observer = try Self.observer(setup)
+        let seen = try await connected(observer)
+        #expect(try await observer.subscribe("im/#", qos: .atLeastOnce) == .atLeastOnce)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        let alice = try await TestDevice.connect(port: setup.tlvPort)
+        try await alice.login(token: try await minter.mint(user: "alice"), device: "phone")
+        let bob = try await TestDevice.connect(port: setup.tlvPort)
+        try await bob.login(token: try await minter.mint(user: "bob"), device: "phone")
+        #expect(try await alice.chat(to: "bob", id: "m1", text: "first").error == nil)
+        #expect(try await Self.nextDelivery(bob, "m1").messageID == "m1")
+        var inbox: MosquittoMessage?
+        while inbox == nil {
+            let message = try await seen.next(within: 10, "the chat on bob's inbox")
+            if message.topic == "im/u/bob/inbox" { inbox = message }
+        }
+        #expect(inbox?.payloadString.contains("first") == true)
+
+        // The observer forges a chat into bob's inbox and a share of alice's for mallory:
+        // the broker refuses both (a v5 PUBACK with "not authorized", or nothing at all).
+        let forged = #"{"from":"mallory","id":"forged-1","text":"pay me","to":"bob","ts":1700000000000,"type":"text"}"#
+        _ = try? await observer.publish(topic: "im/u/bob/inbox", string: forged, qos: .atLeastOnce)
+        let share = #"{"audience":["mallory"],"until":4102444800000,"user":"alice"}"#
+        _ = try? await observer.publish(topic: "im/u/alice/location/share", string: share, qos: .atLeastOnce, retain: true)
+        // Had the forgery been accepted, bob's session would have it before m2.
+        #expect(try await alice.chat(to: "bob", id: "m2", text: "second").error == nil)
+        #expect(try await Self.nextDelivery(bob, "m2").messageID == "m2", "the forged chat never reached bob")
+        let mallory = try await TestDevice.connect(port: setup.tlvPort)
+        try await mallory.login(token: try await minter.mint(user: "mallory"), device: "phone")
+        try await mallory.send(.locationWatch(LocationWatch(users: ["alice"])))
+        #expect(try await Self.nextAck(mallory).error == .forbidden, "the forged share gave mallory nothing")
+
+        // Control: the same forgery written with write access (the gateway's account) does
+        // reach bob, so the observer's was stopped by the broker, not by its shape.
+        var writer = MosquittoClient.Configuration(clientID: "writer-\(UInt32.random(in: 0...UInt32.max))", host: "127.0.0.1", port: setup.brokerPort)
+        writer.username = BrokerCredentials.gatewayUsername
+        writer.password = credentials.gatewayPassword
+        let gatewayAccount = makeClient(configuration: writer)
+        try await gatewayAccount.connect()
+        try await gatewayAccount.publish(topic: "im/u/bob/inbox", string: forged.replacingOccurrences(of: "forged-1", with: "forged-2"), qos: .atLeastOnce)
+        #expect(try await Self.nextDelivery(bob, "the control forgery").messageID == "forged-2")
+        await gatewayAccount.close()
+
+        // The observer cannot use bob's device's client id; bob stays connected.
+        #expect(await Self.isRefused(try Self.observer(setup, clientID: "imgw/bob/phone")), "a device's client id")
+        #expect(try await alice.chat(to: "bob", id: "m3", text: "third").error == nil)
+        #expect(try await Self.nextDelivery(bob, "m3").messageID == "m3", "bob's session survived")
+        #expect(bob.isActive)
+
+        await observer.close()
+        await alice.drop()
+        await bob.drop()
+        await mallory.drop()
+        await gateway.stop()
+    }
+}
