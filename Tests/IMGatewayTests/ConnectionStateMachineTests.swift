@@ -52,6 +52,7 @@ struct ConnectionStateMachineTests {
         frame(.heartbeat), frame(.hello), frame(.login), frame(.logout), frame(.ack), frame(.other),
         .loginSucceeded(tokenDeadline: at(3600)), .loginFailed(.authFailed, "bad token"), .tokenRefreshed(tokenDeadline: at(7200)),
         .timerFired(now: at(5)), .takenOver, .shutdown, .brokerLost("gone"), .channelClosed, .sessionEnded,
+        .loginMalformed(header(sequence: 8), .badRequest, "bad login"),
     ]
 
     /// For each start, the action and the state after each of `events`, in order.
@@ -75,6 +76,7 @@ struct ConnectionStateMachineTests {
                 (.none, waiting), (.none, waiting),
                 (.close(.error(.serverShuttingDown, "gateway shutting down", refSequence: nil)), .closing(.shutdown, session: .none)),
                 (.none, waiting), (.finish, .finished), (.none, waiting),
+                (.close(.error(.badRequest, "bad login", refSequence: 8)), .closing(.loginFailed, session: .none)),
             ],
             .authenticating: [
                 (.answerHeartbeat, auth), (.answerHello, auth), (.reject(.alreadyLoggedIn, nil), auth), (.reject(.notLoggedIn, "log in first"), auth),
@@ -84,6 +86,7 @@ struct ConnectionStateMachineTests {
                 (.close(.error(.sessionTakenOver, "logged in elsewhere", refSequence: nil)), .closing(.takenOver, session: .opening)),
                 (.close(.error(.serverShuttingDown, "gateway shutting down", refSequence: nil)), .closing(.shutdown, session: .opening)),
                 (.none, auth), (.none, .closed(.connectionLost, session: .opening)), (.none, auth),
+                (.reject(.badRequest, "bad login"), auth),
             ],
             .loggedIn: [
                 (.answerHeartbeat, inside), (.answerHello, inside), (.reject(.alreadyLoggedIn, nil), inside),
@@ -93,6 +96,7 @@ struct ConnectionStateMachineTests {
                 (.close(.kick(.serverShuttingDown, "gateway shutting down")), .closing(.shutdown, session: .open)),
                 (.close(.error(.brokerUnavailable, "gone", refSequence: nil)), .closing(.brokerLost, session: .open)),
                 (.endSession(.connectionLost), .closed(.connectionLost, session: .ending)), (.none, inside),
+                (.reject(.alreadyLoggedIn, "bad login"), inside),
             ],
             .closingLoginPending: with(.closing(.shutdown, session: .opening), [
                 6: (.endSession(.shutdown), .closing(.shutdown, session: .ending)),

@@ -297,6 +297,20 @@ struct DeviceConnectionTests {
         try await harness.closed()
     }
 
+    @Test("a LOGIN that cannot be decoded (a token over 8,192 bytes, no token) is a refused LOGIN: ERROR BAD_REQUEST referring to it, close at once")
+    func malformedLogin() async throws {
+        for request in [LoginRequest(token: String(repeating: "a", count: 8193)), LoginRequest(token: "")] {
+            let harness = try await Harness.start { $0.limits.loginTimeout = 10 }
+            let sequence = try await harness.send(.login(request), sessionID: 5)
+            let (frame, message) = try await harness.next()
+            guard case .error(let notice) = message else { throw Failure("expected ERROR, got \(message)") }
+            #expect(notice.code == .badRequest && notice.refSequence == sequence)
+            #expect(frame.header.sessionID == 5)
+            // Closed without the login timeout passing (the test clock never moves).
+            try await harness.closed()
+        }
+    }
+
     @Test("no LOGIN: ERROR LOGIN_TIMEOUT at the login timeout, with the last frame's session id")
     func loginTimeout() async throws {
         let harness = try await Harness.start { $0.limits.loginTimeout = 10 }

@@ -231,3 +231,16 @@ struct MessageTests {
 extension IMMessage {
     static func operationOf(_ body: any IMMessageBody) -> IMOperation { type(of: body).operation }
 }
+
+@Suite("IMMessage.operation(of:)")
+struct MessageOperationTests {
+    @Test("the operation of a frame whose message is invalid: a LOGIN with a token over 8192 bytes is still a LOGIN")
+    func operationOfInvalidMessage() throws {
+        let login = LoginRequest(token: String(repeating: "t", count: 8193)).frame(sequence: 1, timestamp: 0, sessionID: 0)
+        #expect(throws: IMWireError.self) { try IMMessage(frame: login) }
+        #expect(IMMessage.operation(of: login) == .login)
+        #expect(IMMessage.operation(of: LoginRequest(token: "").frame(sequence: 1, timestamp: 0, sessionID: 0)) == .login)
+        #expect(IMMessage.operation(of: Logout().frame(sequence: 2, timestamp: 0, sessionID: 0)) == .logout)
+        #expect(IMMessage.operation(of: IMFrame.heartbeat(sequence: 3, timestamp: 0)) == nil)
+    }
+}

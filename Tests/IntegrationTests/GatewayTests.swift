@@ -320,6 +320,33 @@ struct GatewayTests {
         }
     }
 
+    @Test("a SUBSCRIBE with a filter over 1024 bytes: the whole frame refused with BAD_REQUEST, its valid filter not subscribed either")
+    func overlongFilter() async throws {
+        let gateway = try await TestGateway.start()
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await gateway.device("bob", device: "phone")
+        let long = "im/t/" + String(repeating: "a", count: 1020)
+        try await bob.send(.subscribe(Subscribe(subscriptions: [.init(filter: "im/t/ok/#", qos: .atLeastOnce), .init(filter: long, qos: .atLeastOnce)])))
+        #expect(try await nextAck(bob)?.error == .badRequest)
+        // Still open; a later subscription works, and what was published to the valid filter
+        // before it never arrives.
+        try await alice.send(.publish(Publish(topic: "im/t/ok/x", payload: ByteBuffer(string: "not for bob"), qos: .atLeastOnce)))
+        #expect(try await nextAck(alice)?.error == nil)
+        try await bob.send(.subscribe(Subscribe(subscriptions: [.init(filter: "im/t/marker", qos: .atLeastOnce)])))
+        #expect(try await nextAck(bob)?.error == nil)
+        try await alice.send(.publish(Publish(topic: "im/t/marker", payload: ByteBuffer(string: "marker"), qos: .atLeastOnce)))
+        #expect(try await nextAck(alice)?.error == nil)
+        while true {
+            let (frame, message) = try await bob.next(within: 10, "the marker")
+            if case .publish(let publish) = message {
+                #expect(publish.topic == "im/t/marker", "im/t/ok/# was never subscribed")
+                try await bob.ack(frame)
+                break
+            }
+        }
+        await gateway.stop()
+    }
+
     @Test("generic pub/sub inside the topic space; outside it is refused")
     func pubsub() async throws {
         let gateway = try await TestGateway.start { $0.pubsub.maxQoS = 1 }

@@ -12,6 +12,9 @@ extension ConnectionStateMachine {
         /// The login flow failed with this code (AUTH_FAILED, TOKEN_EXPIRED, ...) and text,
         /// or could not open the MQTT session (BROKER_UNAVAILABLE).
         case loginFailed(IMErrorCode, String)
+        /// A LOGIN arrived that cannot be decoded (a token over 8,192 bytes, a missing item):
+        /// a refused LOGIN, answered with ERROR and closed like one.
+        case loginMalformed(IMFrameHeader, IMErrorCode, String)
         /// A TOKEN_REFRESH was verified: the session now lasts until `tokenDeadline`.
         case tokenRefreshed(tokenDeadline: NIODeadline)
         /// The timer armed for ``ConnectionStateMachine/nextDeadline`` fired.
@@ -60,6 +63,13 @@ extension ConnectionStateMachine {
             // gateway's own news.
             let refersToLogin = code != .brokerUnavailable
             return .close(.error(code, message, refSequence: refersToLogin ? self.loginHeader?.sequence : nil))
+        case .loginMalformed(let header, let code, let message):
+            guard self.state == .awaitingLogin else {
+                return .reject(self.isLoggedIn ? .alreadyLoggedIn : code, message)
+            }
+            self.sessionID = header.sessionID
+            self.state = .closing(.loginFailed, session: .none)
+            return .close(.error(code, message, refSequence: header.sequence))
         case .tokenRefreshed(let tokenDeadline):
             guard self.isLoggedIn else { return .none }
             self.tokenDeadline = tokenDeadline
@@ -165,7 +175,7 @@ extension ConnectionStateMachine {
         case .sessionEnded:
             guard session == .ending else { return .none }
             return self.sessionGone(reason: reason, channelOpen: channelOpen)
-        case .frameReceived, .tokenRefreshed, .timerFired, .takenOver, .shutdown, .brokerLost:
+        case .frameReceived, .loginMalformed, .tokenRefreshed, .timerFired, .takenOver, .shutdown, .brokerLost:
             return .none
         }
     }

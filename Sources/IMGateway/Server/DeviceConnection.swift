@@ -130,6 +130,8 @@ final class DeviceConnection: ChannelDuplexHandler {
         case .failure(let error):
             if error.isFatal {
                 closeOnMalformedFrame(error)
+            } else if IMMessage.operation(of: frame) == .login {
+                perform(machine.handle(.loginMalformed(frame.header, error.errorCode, "\(error)")), frame: frame)
             } else {
                 // Well framed, not a valid message: refuse it, stay open.
                 write(Ack.refusing(sequence: frame.header.sequence, code: error.errorCode, message: "\(error)").frame(

@@ -62,6 +62,19 @@ public enum IMMessage: Hashable, Sendable {
     /// PUBLISH (DATA).
     case publish(Publish)
 
+    /// The operation of the message in `frame` (explicit or implied), whether or not the
+    /// message itself is valid; `nil` for a frame without one (HEARTBEAT, ACK) or whose
+    /// body or operation cannot be read. Tells a receiver what a refused frame was: a LOGIN
+    /// that cannot be decoded is a refused LOGIN.
+    public static func operation(of frame: IMFrame) -> IMOperation? {
+        switch frame.header.type {
+        case .heartbeat, .ack: return nil
+        case .data, .control, .readReceipt: break
+        }
+        guard let fields = try? frame.fields() else { return nil }
+        return (try? IMOperation.of(type: frame.header.type, fields: fields)) ?? nil
+    }
+
     /// Decodes the message in `frame`, dispatching on frame type and operation.
     /// - Throws: ``IMWireError`` (message errors: answer with a negative ACK or ERROR).
     public init(frame: IMFrame) throws(IMWireError) {
