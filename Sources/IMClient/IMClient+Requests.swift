@@ -224,6 +224,17 @@ extension IMClient {
         let now = clock.now
         heartbeat?.ackReceived(sequence: ack.sequence, at: now)
         guard let entry = outbox.acknowledge(sequence: ack.sequence) else { return }
+        if ack.error == .rateLimited, entry.priority == .chat {
+            // Chat faster than the gateway's limit: this one goes back to its place, and no
+            // chat is written until the gateway's RETRY_AFTER has passed; it refuses every
+            // chat until then, so those in flight behind this one come back too, and all go
+            // again in their order.
+            outbox.restore([entry])
+            let pause = Duration.milliseconds(Int64(ack.retryAfter ?? 1000))
+            chatPausedUntil = max(chatPausedUntil ?? now, now + pause)
+            schedule()
+            return
+        }
         if let code = ack.error, entry.durable, [IMErrorCode.rateLimited, .brokerUnavailable].contains(code) {
             // "Later": the gateway could not take it now. Back in the outbox after a pause.
             deferred.append((entry.id, entry, now + .seconds(1)))

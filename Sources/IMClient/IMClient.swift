@@ -95,6 +95,8 @@ public actor IMClient {
     /// Entries whose negative ACK said "later" (RATE_LIMITED, BROKER_UNAVAILABLE): back in
     /// the outbox at the instant given.
     var deferred: [(id: OutboxEntry.ID, entry: OutboxEntry, at: ContinuousClock.Instant)] = []
+    /// No chat is written before this (the gateway's RETRY_AFTER of a RATE_LIMITED chat).
+    var chatPausedUntil: ContinuousClock.Instant?
     /// Entries enqueued whose caller has not started waiting yet, and answers that came
     /// for them in between.
     var unclaimed: Set<OutboxEntry.ID> = []
@@ -399,7 +401,7 @@ public actor IMClient {
     /// Arms the timer for the earliest deadline, if it is earlier than the armed one.
     func schedule() {
         guard !machine.isFinished || machine.state == .disconnecting else { return }
-        var next = [loginDeadline, reconnectAt, deferred.map(\.at).min()].compactMap { $0 }.min()
+        var next = [loginDeadline, reconnectAt, deferred.map(\.at).min(), chatPausedUntil].compactMap { $0 }.min()
         if machine.state == .connected {
             if let deadline = outbox.nextDeadline { next = min(next ?? deadline, deadline) }
             if var probe = heartbeat {
@@ -442,6 +444,9 @@ public actor IMClient {
             reconnectAt = nil
             handle(.reconnectDue)
         }
+        if let paused = chatPausedUntil, paused <= now {
+            chatPausedUntil = nil
+        }
         let due = deferred.filter { $0.at <= now }
         if !due.isEmpty {
             deferred.removeAll { $0.at <= now }
@@ -478,7 +483,8 @@ public actor IMClient {
     func pump() {
         guard machine.state == .connected, let connection else { return }
         let now = clock.now
-        for entry in outbox.nextToSend() {
+        let paused: Set<OutboxPriority> = chatPausedUntil.map { $0 > now ? [.chat] : [] } ?? []
+        for entry in outbox.nextToSend(paused: paused) {
             let sequence = nextSequence()
             outbox.markSent(entry.id, sequence: sequence, deadline: now + configuration.ackTimeout)
             let message = entry.resend ? entry.message.markedResend() : entry.message

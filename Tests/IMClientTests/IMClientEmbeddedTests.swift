@@ -185,6 +185,35 @@ struct IMClientEmbeddedTests {
         await client.close()
     }
 
+    @Test("RATE_LIMITED with RETRY_AFTER: the refused chats go back to their places, no chat is written before the pause ends, then all in order")
+    func rateLimitedKeepsOrder() async throws {
+        let network = ScriptedNetwork()
+        let (client, gateway) = try await network.login()
+        var tasks: [Task<IMClient.SendReceipt, any Error>] = []
+        for index in 0..<3 { tasks.append(try await client.post(to: "bob", content: .text("\(index)"), messageID: "q-\(index)")) }
+        var refused: [IMFrame] = []
+        for _ in 0..<3 { refused.append(try await gateway.next().0) }
+        // The gateway refuses all three (it refuses every chat until the retry time).
+        for frame in refused {
+            try await gateway.write(.ack(.rateLimited(sequence: frame.header.sequence, retryAfter: 100)))
+        }
+        // A chat posted during the pause waits behind the refused ones.
+        tasks.append(try await client.post(to: "bob", content: .text("3"), messageID: "q-3"))
+        var order: [String] = []
+        for _ in 0..<4 {
+            let (frame, message) = try await gateway.next()
+            guard case .chat(let chat) = message else {
+                Issue.record("expected CHAT, got \(message)")
+                return
+            }
+            order.append(chat.messageID)
+            try await gateway.write(.ack(Ack(sequence: frame.header.sequence, messageID: chat.messageID, serverTime: 7)))
+        }
+        #expect(order == ["q-0", "q-1", "q-2", "q-3"])
+        for task in tasks { #expect(try await task.value.serverTime == 7) }
+        await client.close()
+    }
+
     @Test("retransmits exhausted: the connection is replaced, and the message is sent on the new one with RESEND")
     func retransmitsExhausted() async throws {
         let network = ScriptedNetwork()

@@ -155,6 +155,37 @@ struct DeviceConnectionTests {
         try await harness.channel.close()
     }
 
+    @Test("chat past limits.chat_rate: RATE_LIMITED with RETRY_AFTER, nothing published; the ones before it go")
+    func chatRateLimited() async throws {
+        let harness = try await Harness.start {
+            $0.limits.chatRate = 1
+            $0.limits.chatBurst = 2
+        }
+        let (_, session) = try await harness.login()
+        var sequences: [UInt32] = []
+        for index in 1...4 {
+            sequences.append(try await harness.send(.chat(ChatSend(to: "bob", messageID: "m\(index)", content: .text("hi")))))
+        }
+        var acks: [UInt32: Ack] = [:]
+        while acks.count < 4 {
+            if case .ack(let ack) = try await harness.next().1 { acks[ack.sequence] = ack }
+        }
+        #expect(acks[sequences[0]]?.error == nil && acks[sequences[1]]?.error == nil)
+        for sequence in sequences[2...] {
+            #expect(acks[sequence]?.error == .rateLimited)
+            #expect((acks[sequence]?.retryAfter ?? 0) > 0 && (acks[sequence]?.retryAfter ?? 0) <= 1000)
+        }
+        // Everything the session was asked, up to its end: the first two chats only.
+        try await harness.channel.close()
+        var published: [String] = []
+        for await call in session.calls {
+            if case .send(_, _, let chats) = call { published += chats.map { String(decoding: $0.payload, as: UTF8.self) } }
+            if case .end = call { break }
+        }
+        #expect(published.count == 2, "only the first two reached the broker")
+        #expect(published.allSatisfy { !$0.contains("m3") && !$0.contains("m4") })
+    }
+
     @Test("a delivery's ACK acknowledges it to the broker; its delivered receipt follows within the window")
     func deliveryAcknowledged() async throws {
         let harness = try await Harness.start()

@@ -430,7 +430,7 @@ extension TestGateway {
 }
 
 /// The next chat message among a client's events (other events skipped).
-private func nextMessage(_ events: Collector<IMClient.Event>) async throws -> IMClient.Message {
+func nextMessage(_ events: Collector<IMClient.Event>) async throws -> IMClient.Message {
     while true {
         if case .message(let message) = try await events.next(within: 10, "a message") { return message }
     }

@@ -126,14 +126,15 @@ public struct Outbox: Sendable {
     }
 
     /// The entries to write now: queued ones in send order, no more than the window has
-    /// room for. They stay queued until ``markSent(_:sequence:deadline:)``, so calling this
-    /// again before that returns them again.
-    public mutating func nextToSend() -> [OutboxEntry] {
+    /// room for, none of a `paused` priority. They stay queued until
+    /// ``markSent(_:sequence:deadline:)``, so calling this again before that returns them again.
+    public mutating func nextToSend(paused: Set<OutboxPriority> = []) -> [OutboxEntry] {
         let room = maxInFlight - inFlight.count
         guard room > 0 else { return [] }
         var result: [OutboxEntry] = []
         result.reserveCapacity(min(room, queuedCount))
-        for queue in queues {
+        for (index, queue) in queues.enumerated() {
+            if !paused.isEmpty, let priority = OutboxPriority(rawValue: index), paused.contains(priority) { continue }
             for id in queue {
                 guard result.count < room else { return result }
                 result.append(stored[id]!)

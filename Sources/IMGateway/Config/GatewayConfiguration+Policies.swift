@@ -57,11 +57,16 @@ extension GatewayConfiguration {
         /// `compression_threshold`: bodies from this many bytes are compressed for devices that
         /// accept zlib. Default 1024.
         public var compressionThreshold: Int
+        /// `chat_rate`: chat messages per second one connection may send (a token bucket); 0 =
+        /// no limit. Past it CHAT gets RATE_LIMITED with RETRY_AFTER. Default 2000.
+        public var chatRate: Double
+        /// `chat_burst`: chat messages a connection may send back to back. Default 2000.
+        public var chatBurst: Int
 
         /// Creates limits with the defaults.
         public init(
             maxBodyLength: Int = 1_048_576, loginTimeout: Int = 10, idleTimeout: Int = 90, deliveryAckTimeout: Int = 30,
-            maxUnackedDeliveries: Int = 64, compressionThreshold: Int = 1024
+            maxUnackedDeliveries: Int = 64, compressionThreshold: Int = 1024, chatRate: Double = 2000, chatBurst: Int = 2000
         ) {
             self.maxBodyLength = maxBodyLength
             self.loginTimeout = loginTimeout
@@ -69,6 +74,8 @@ extension GatewayConfiguration {
             self.deliveryAckTimeout = deliveryAckTimeout
             self.maxUnackedDeliveries = maxUnackedDeliveries
             self.compressionThreshold = compressionThreshold
+            self.chatRate = chatRate
+            self.chatBurst = chatBurst
         }
 
         /// The HEARTBEAT_INTERVAL announced in LOGIN_OK: a third of `idle_timeout` (the gateway
@@ -82,6 +89,8 @@ extension GatewayConfiguration {
             case deliveryAckTimeout = "delivery_ack_timeout"
             case maxUnackedDeliveries = "max_unacked_deliveries"
             case compressionThreshold = "compression_threshold"
+            case chatRate = "chat_rate"
+            case chatBurst = "chat_burst"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -94,6 +103,8 @@ extension GatewayConfiguration {
             self.deliveryAckTimeout = try c.value(.deliveryAckTimeout, or: d.deliveryAckTimeout)
             self.maxUnackedDeliveries = try c.value(.maxUnackedDeliveries, or: d.maxUnackedDeliveries)
             self.compressionThreshold = try c.value(.compressionThreshold, or: d.compressionThreshold)
+            self.chatRate = try c.value(.chatRate, or: d.chatRate)
+            self.chatBurst = try c.value(.chatBurst, or: d.chatBurst)
         }
     }
 

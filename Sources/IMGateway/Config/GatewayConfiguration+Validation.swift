@@ -46,6 +46,11 @@ extension GatewayConfiguration {
         check.range("limits.delivery_ack_timeout", self.limits.deliveryAckTimeout, 1...3600)
         check.range("limits.max_unacked_deliveries", self.limits.maxUnackedDeliveries, 1...65535)
         check.range("limits.compression_threshold", self.limits.compressionThreshold, 0...Int.max)
+        let chatRate = self.limits.chatRate
+        if !(chatRate.isFinite && chatRate >= 0) {
+            check.fail("limits.chat_rate", "\(chatRate)", "is not a number >= 0 (0: no limit)")
+        }
+        check.range("limits.chat_burst", self.limits.chatBurst, 1...1_000_000)
 
         let rate = self.location.maxUpdatesPerSecond
         if !(rate.isFinite && rate > 0) {

@@ -65,6 +65,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     /// Set while `delivered` waits for ``receiptWindow`` to pass.
     var receiptTimer: Scheduled<Void>?
     var locationLimiter: RateLimiter
+    /// `limits.chat_rate` and `chat_burst` for this connection's CHATs.
+    var chatLimit: ChatRateLimit
 
     /// How long "delivered" receipts are gathered before they are published (one MQTT
     /// message per sender for all of them), unless ``receiptBatch`` are waiting first. A
@@ -98,6 +100,7 @@ final class DeviceConnection: ChannelDuplexHandler {
             now: now)
         let location = gateway.configuration.location
         self.locationLimiter = RateLimiter(ratePerSecond: location.maxUpdatesPerSecond, burst: max(1, location.maxUpdatesPerSecond))
+        self.chatLimit = ChatRateLimit(ratePerSecond: limits.chatRate, burst: limits.chatBurst)
     }
 
     // MARK: Channel events

@@ -21,6 +21,8 @@ public struct Ack: Hashable, Sendable {
     public var error: IMErrorCode?
     /// Human-readable text for a negative ACK.
     public var errorMessage: String?
+    /// With RATE_LIMITED: milliseconds to wait before sending such requests again.
+    public var retryAfter: UInt32?
     /// Per-filter results, when acknowledging a SUBSCRIBE (in request order).
     public var subscriptions: [SubscriptionResult]
     /// Whether this ACK was decoded from the seed client's 4-byte form.
@@ -34,6 +36,7 @@ public struct Ack: Hashable, Sendable {
         tokenExpiry: UInt64? = nil,
         error: IMErrorCode? = nil,
         errorMessage: String? = nil,
+        retryAfter: UInt32? = nil,
         subscriptions: [SubscriptionResult] = []
     ) {
         self.sequence = sequence
@@ -42,6 +45,7 @@ public struct Ack: Hashable, Sendable {
         self.tokenExpiry = tokenExpiry
         self.error = error
         self.errorMessage = errorMessage
+        self.retryAfter = retryAfter
         self.subscriptions = subscriptions
         self.isSeedForm = false
     }
@@ -49,6 +53,11 @@ public struct Ack: Hashable, Sendable {
     /// A negative ACK refusing the frame with `sequence`.
     public static func refusing(sequence: UInt32, code: IMErrorCode, message: String? = nil) -> Ack {
         Ack(sequence: sequence, error: code, errorMessage: message)
+    }
+
+    /// A negative ACK RATE_LIMITED: send such requests again in `retryAfter` milliseconds.
+    public static func rateLimited(sequence: UInt32, retryAfter: UInt32, message: String? = nil) -> Ack {
+        Ack(sequence: sequence, error: .rateLimited, errorMessage: message, retryAfter: retryAfter)
     }
 
     /// A positive ACK of the ``TokenRefresh`` with `sequence`: the session now ends at
@@ -79,6 +88,7 @@ public struct Ack: Hashable, Sendable {
         self.tokenExpiry = try fields.optionalInteger(.tokenExpiry)
         self.error = try fields.optionalInteger(.errorCode, as: UInt16.self).map(IMErrorCode.init(rawValue:))
         self.errorMessage = try fields.optionalString(.errorMessage)
+        self.retryAfter = try fields.optionalInteger(.retryAfter, as: UInt32.self)
         if let list = try fields.optional(.container) {
             for record in try list.items().all(.container) {
                 self.subscriptions.append(try SubscriptionResult(fields: record.items()))
@@ -94,6 +104,7 @@ public struct Ack: Hashable, Sendable {
         if let tokenExpiry { writer.write(.tokenExpiry, integer: tokenExpiry) }
         if let error { writer.write(.errorCode, integer: error.rawValue) }
         if let errorMessage { writer.write(.errorMessage, string: errorMessage) }
+        if let retryAfter { writer.write(.retryAfter, integer: retryAfter) }
         if !self.subscriptions.isEmpty {
             writer.writeContainer { list in
                 for result in self.subscriptions { result.write(to: &list) }

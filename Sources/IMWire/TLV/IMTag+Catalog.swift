@@ -65,6 +65,7 @@ extension IMTag {
         0x0108: ("MAX_BODY_LENGTH", .u32, "The sender's body limit in bytes."),
         0x0109: ("RECEIPT_NOTICES", .u8, "LOGIN: 1 (default) send this device RECEIPT_NOTICE frames, 0 do not."),
         0x010A: ("TOKEN_EXPIRY", .u64, "LOGIN_OK, ACK of TOKEN_REFRESH: the token's `exp` claim, Unix milliseconds."),
+        0x010B: ("RETRY_AFTER", .u32, "Negative ACK RATE_LIMITED: milliseconds to wait before sending such requests again."),
         0x0200: ("TO", .utf8, "Recipient user id."),
         0x0201: ("FROM", .utf8, "Sender user id."),
         0x0202: ("MESSAGE_ID", .utf8, "Message id, 1-128 bytes, chosen by the sender, unique per sender."),

@@ -74,6 +74,9 @@ extension IMTag {
     /// In LOGIN_OK and in the ACK of a TOKEN_REFRESH (u64): when the session's token expires,
     /// its `exp` claim in Unix milliseconds.
     public static let tokenExpiry: IMTag = 0x010A
+    /// In a negative ACK RATE_LIMITED (u32): milliseconds to wait before sending that kind of
+    /// request again.
+    public static let retryAfter: IMTag = 0x010B
 
     // MARK: Messaging (0x0200–0x02FF)
 

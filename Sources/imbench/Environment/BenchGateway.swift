@@ -29,7 +29,8 @@ final class BenchGateway: Sendable {
     }
 
     /// The configuration: broker, listener, secret; metrics, stats and info logs off
-    /// (the benchmark should measure the gateway's work, not its logging);
+    /// (the benchmark should measure the gateway's work, not its logging); no chat rate limit
+    /// (a benchmark device sends far more than a person);
     /// `extraLines` are appended as they are (YAML).
     static func configuration(broker: HostPort, listen: Int, secret: String, extraLines: [String]) -> String {
         ([
@@ -46,6 +47,8 @@ final class BenchGateway: Sendable {
             "  enabled: false",
             "stats_interval: 0",
             "log_level: notice",
+            "limits:",
+            "  chat_rate: 0",
         ] + extraLines).joined(separator: "\n") + "\n"
     }
 

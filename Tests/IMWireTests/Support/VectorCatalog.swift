@@ -159,6 +159,10 @@ enum VectorCatalog {
                   "ACK of sequence 7, a chat with MESSAGE_ID `m-0001` and other content than the `m-0001` the gateway accepted before: MESSAGE_ID_REUSED (305). Nothing was sent; send it with a new id.",
                   .ack(.refusing(sequence: 7, code: .messageIDReused, message: "message id m-0001 was already used for another message")),
                   sequence: 0),
+            entry("chat-rate-limited", "Chat", "Negative ACK: rate limited", g2c,
+                  "ACK of sequence 9 with RATE_LIMITED (302) and RETRY_AFTER 250: the device sent chat faster than its limit. Nothing was sent; the gateway refuses every CHAT of this connection until 250 ms have passed and this message comes again, so the device sends it and those refused after it again then, in their order (section 6.3).",
+                  .ack(.rateLimited(sequence: 9, retryAfter: 250, message: "more than 20 chat messages per second; retry in 250 ms")),
+                  sequence: 0),
             // Delivery
             entry("delivery", "Delivery", "Delivery to bob's device", g2c,
                   "DATA with FROM `alice`, MESSAGE_ID, SERVER_TIME and the content, on bob's connection (gateway sequence 3).",

@@ -1,0 +1,61 @@
+/// How fast one connection may send chat messages: a token bucket of `burst`, refilled at
+/// `ratePerSecond`.
+///
+/// Once it refuses a message it refuses every message until the retry time it announced has
+/// passed **and** the refused message comes again (or, for a client that gave it up,
+/// ``longestHold`` after the retry time). A device pipelines its chats: those it wrote after
+/// the refused one arrive refused too, however late they arrive, so nothing sent after a
+/// refused message is taken ahead of it, and the device sends them all again in their order.
+struct ChatRateLimit: Sendable, Hashable {
+    enum Decision: Sendable, Hashable {
+        case allow
+        /// Refused: send again in this many milliseconds (at least 1).
+        case refuse(retryAfterMilliseconds: UInt32)
+    }
+
+    /// How long past the retry time the limit waits for the first refused message.
+    static let longestHold = 2.0
+
+    /// nil: no limit.
+    private var bucket: RateLimiter?
+    /// Refusing everything: until when at least (seconds on the caller's clock), and the
+    /// message whose return reopens.
+    private var closed: (until: Double, firstRefused: String)?
+
+    /// A limit of `ratePerSecond` (0: none) with `burst` messages back to back.
+    init(ratePerSecond: Double, burst: Int) {
+        self.bucket = ratePerSecond > 0 ? RateLimiter(ratePerSecond: ratePerSecond, burst: Double(max(1, burst))) : nil
+    }
+
+    /// Whether the chat message `messageID` arriving at `now` (seconds, monotonic) may go.
+    mutating func admit(messageID: String, now: Double) -> Decision {
+        guard var bucket else { return .allow }
+        defer { self.bucket = bucket }
+        if let closed {
+            let reopened = (now >= closed.until && messageID == closed.firstRefused) || now >= closed.until + Self.longestHold
+            guard reopened else { return .refuse(retryAfterMilliseconds: Self.milliseconds(closed.until - now)) }
+            self.closed = nil
+        }
+        // (A hair under one token: at the announced retry time the token is there even
+        // after floating-point rounding.)
+        if bucket.allow(now: now, cost: 1 - 1e-9) { return .allow }
+        // Until the bucket holds a whole token again.
+        let wait = max(0.001, (1 - bucket.available(now: now)) / bucket.ratePerSecond)
+        self.closed = (now + wait, messageID)
+        return .refuse(retryAfterMilliseconds: Self.milliseconds(wait))
+    }
+
+    private static func milliseconds(_ seconds: Double) -> UInt32 {
+        UInt32(clamping: max(1, Int((seconds * 1000).rounded(.up))))
+    }
+
+    static func == (lhs: ChatRateLimit, rhs: ChatRateLimit) -> Bool {
+        lhs.bucket == rhs.bucket && lhs.closed?.until == rhs.closed?.until && lhs.closed?.firstRefused == rhs.closed?.firstRefused
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(bucket)
+        hasher.combine(closed?.until)
+        hasher.combine(closed?.firstRefused)
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import IMGateway
+import IMWire
+import Testing
+
+@testable import IMClient
+
+/// limits.chat_rate against a real gateway and broker: a device that sends faster is refused
+/// with RATE_LIMITED and RETRY_AFTER, and IMClient backs off and delivers everything in order.
+@Suite("Chat rate limit", .stopsWhatItStarts, .timeLimit(.minutes(2)))
+struct ChatRateLimitIntegrationTests {
+    @Test("a device past limits.chat_rate: RATE_LIMITED with RETRY_AFTER; those refused were not delivered")
+    func rawDevice() async throws {
+        let gateway = try await TestGateway.start {
+            $0.limits.chatRate = 5
+            $0.limits.chatBurst = 3
+        }
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await gateway.device("bob", device: "phone")
+        var sequences: [UInt32] = []
+        for index in 0..<8 {
+            sequences.append(try await alice.send(.chat(ChatSend(to: "bob", messageID: "r\(index)", content: .text("\(index)")))))
+        }
+        var acks: [UInt32: Ack] = [:]
+        while acks.count < sequences.count {
+            if case .ack(let ack) = try await alice.next(within: 10, "the ACKs").1 { acks[ack.sequence] = ack }
+        }
+        let accepted = sequences.enumerated().filter { acks[$0.element]?.error == nil }.map(\.offset)
+        let refused = sequences.filter { acks[$0]?.error == .rateLimited }
+        #expect(accepted == [0, 1, 2], "the burst, then nothing until the retry time")
+        #expect(refused.count == 5)
+        #expect(refused.allSatisfy { (acks[$0]?.retryAfter ?? 0) >= 1 && (acks[$0]?.retryAfter ?? 0) <= 200 })
+        var delivered: [String] = []
+        while delivered.count < 3 {
+            let (frame, message) = try await bob.next(within: 10, "the deliveries")
+            if case .delivery(let delivery) = message {
+                delivered.append(delivery.messageID)
+                try await bob.ack(frame)
+            }
+        }
+        #expect(delivered == ["r0", "r1", "r2"])
+        await gateway.stop()
+    }
+
+    @Test("IMClient sending 25 chats at once past the limit: every one delivered once, in order")
+    func clientKeepsOrder() async throws {
+        let gateway = try await TestGateway.start {
+            $0.limits.chatRate = 20
+            $0.limits.chatBurst = 5
+        }
+        let alice = try await gateway.client("alice", device: "phone")
+        let bob = try await gateway.client("bob", device: "phone")
+        let bobEvents = Collector(bob.events)
+        let ids = (0..<25).map { "o\($0)" }
+        // Enqueued in one visit to the actor, so that the outbox holds them in this order and
+        // several are in flight when the gateway starts refusing.
+        let entries = try await alice.enqueueChats(ids, to: "bob")
+        for entry in entries {
+            let ack = try await alice.outcome(of: entry)
+            #expect(ack.error == nil)
+        }
+        var received: [String] = []
+        while received.count < ids.count {
+            received.append(try await nextMessage(bobEvents).messageID)
+        }
+        #expect(received == ids)
+        await alice.close()
+        await bob.close()
+        await gateway.stop()
+    }
+}
+
+extension IMClient {
+    /// Puts chats to `user` in the outbox in one visit to the actor.
+    fileprivate func enqueueChats(_ ids: [String], to user: String) throws -> [OutboxEntry.ID] {
+        try ids.map { id in
+            try enqueue(.chat(ChatSend(to: user, messageID: id, content: .text(id))), priority: .chat, durable: true, timeout: configuration.sendTimeout)
+        }
+    }
+}
