@@ -347,6 +347,45 @@ struct GatewayTests {
         await gateway.stop()
     }
 
+    @Test("10,000 subscribe attempts from one device: 100 granted (limits.max_subscriptions), the rest LIMIT_REACHED, the broker's memory flat; an unsubscribe makes room")
+    func subscriptionLimit() async throws {
+        let gateway = try await TestGateway.start()
+        let bob = try await gateway.device("bob", device: "phone")
+        let brokerPID = gateway.broker.process.pid
+        func brokerKiB() -> Int {
+            let status = (try? String(contentsOfFile: "/proc/\(brokerPID)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+            return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+        }
+        // Warm up: the first subscriptions allocate the broker's tables.
+        try await bob.send(.subscribe(Subscribe(subscriptions: (0..<100).map { .init(filter: "im/t/room-\($0)/#", qos: .atLeastOnce) })))
+        let first = try #require(try await nextAck(bob))
+        #expect(first.subscriptions.allSatisfy { $0.outcome == .granted(.atLeastOnce) })
+        let before = brokerKiB()
+        var granted = 0
+        var limited = 0
+        for frame in 1..<100 {
+            try await bob.send(.subscribe(Subscribe(subscriptions: (0..<100).map {
+                .init(filter: "im/t/room-\(frame)-\($0)/#", qos: .atLeastOnce)
+            })))
+            let ack = try #require(try await nextAck(bob))
+            for result in ack.subscriptions {
+                if case .granted = result.outcome { granted += 1 }
+                if result.outcome == .refused(.limitReached) { limited += 1 }
+            }
+        }
+        #expect(granted == 0 && limited == 9_900)
+        let after = brokerKiB()
+        #expect(before > 0 && after - before < 1024, "the broker grew \(after - before) KiB")
+        // One unsubscribe makes room for one more.
+        try await bob.send(.unsubscribe(Unsubscribe(filters: ["im/t/room-0/#"])))
+        _ = try await nextAck(bob)
+        try await bob.send(.subscribe(Subscribe(subscriptions: [.init(filter: "im/t/new/#", qos: .atLeastOnce), .init(filter: "im/t/newer/#", qos: .atLeastOnce)])))
+        let last = try #require(try await nextAck(bob))
+        #expect(last.subscriptions.map(\.outcome) == [.granted(.atLeastOnce), .refused(.limitReached)])
+        await gateway.stop()
+    }
+
     @Test("generic pub/sub inside the topic space; outside it is refused")
     func pubsub() async throws {
         let gateway = try await TestGateway.start { $0.pubsub.maxQoS = 1 }

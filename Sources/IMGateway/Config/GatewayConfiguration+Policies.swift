@@ -62,11 +62,17 @@ extension GatewayConfiguration {
         public var chatRate: Double
         /// `chat_burst`: chat messages a connection may send back to back. Default 2000.
         public var chatBurst: Int
+        /// `max_subscriptions`: pub/sub filters one device may hold. Default 100.
+        public var maxSubscriptions: Int
+        /// `max_watches`: users one device may watch, presence and location together.
+        /// Default 1000.
+        public var maxWatches: Int
 
         /// Creates limits with the defaults.
         public init(
             maxBodyLength: Int = 1_048_576, loginTimeout: Int = 10, idleTimeout: Int = 90, deliveryAckTimeout: Int = 30,
-            maxUnackedDeliveries: Int = 64, compressionThreshold: Int = 1024, chatRate: Double = 2000, chatBurst: Int = 2000
+            maxUnackedDeliveries: Int = 64, compressionThreshold: Int = 1024, chatRate: Double = 2000, chatBurst: Int = 2000,
+            maxSubscriptions: Int = 100, maxWatches: Int = 1000
         ) {
             self.maxBodyLength = maxBodyLength
             self.loginTimeout = loginTimeout
@@ -76,6 +82,8 @@ extension GatewayConfiguration {
             self.compressionThreshold = compressionThreshold
             self.chatRate = chatRate
             self.chatBurst = chatBurst
+            self.maxSubscriptions = maxSubscriptions
+            self.maxWatches = maxWatches
         }
 
         /// The HEARTBEAT_INTERVAL announced in LOGIN_OK: a third of `idle_timeout` (the gateway
@@ -91,6 +99,8 @@ extension GatewayConfiguration {
             case compressionThreshold = "compression_threshold"
             case chatRate = "chat_rate"
             case chatBurst = "chat_burst"
+            case maxSubscriptions = "max_subscriptions"
+            case maxWatches = "max_watches"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -105,6 +115,8 @@ extension GatewayConfiguration {
             self.compressionThreshold = try c.value(.compressionThreshold, or: d.compressionThreshold)
             self.chatRate = try c.value(.chatRate, or: d.chatRate)
             self.chatBurst = try c.value(.chatBurst, or: d.chatBurst)
+            self.maxSubscriptions = try c.value(.maxSubscriptions, or: d.maxSubscriptions)
+            self.maxWatches = try c.value(.maxWatches, or: d.maxWatches)
         }
     }
 

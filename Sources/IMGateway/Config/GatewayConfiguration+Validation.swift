@@ -51,6 +51,8 @@ extension GatewayConfiguration {
             check.fail("limits.chat_rate", "\(chatRate)", "is not a number >= 0 (0: no limit)")
         }
         check.range("limits.chat_burst", self.limits.chatBurst, 1...1_000_000)
+        check.range("limits.max_subscriptions", self.limits.maxSubscriptions, 0...100_000)
+        check.range("limits.max_watches", self.limits.maxWatches, 0...100_000)
 
         let rate = self.location.maxUpdatesPerSecond
         if !(rate.isFinite && rate > 0) {

@@ -3,6 +3,7 @@ import IMWire
 import Logging
 import Mosquitto
 import NIOCore
+import Synchronization
 
 /// A logged-in device's requests that wait for the broker's answer before their ACK:
 /// read receipts, presence and location operations, generic publish/subscribe. They run
@@ -29,6 +30,29 @@ struct DeviceRequests: Sendable {
     let context: GatewayContext
     let sender: FrameSender
     let logger: Logger
+    /// What the device holds of `limits.max_subscriptions` and `max_watches`.
+    let quota: Quota
+
+    /// The device's ``SubscriptionQuota``, shared by its jobs.
+    final class Quota: Sendable {
+        let state: Mutex<SubscriptionQuota>
+
+        init(_ limits: GatewayConfiguration.LimitSettings) {
+            state = Mutex(SubscriptionQuota(maxSubscriptions: limits.maxSubscriptions, maxWatches: limits.maxWatches))
+        }
+    }
+
+    init(session: any DeviceSession, context: GatewayContext, sender: FrameSender, logger: Logger) {
+        self.session = session
+        self.context = context
+        self.sender = sender
+        self.logger = logger
+        self.quota = Quota(context.configuration.limits)
+    }
+
+    private func limitReached(_ header: IMFrameHeader, _ what: String) {
+        sender.reply(Ack.refusing(sequence: header.sequence, code: .limitReached, message: what), to: header)
+    }
 
     /// Runs `job` and answers the frame with `header`: ACK, or a negative ACK saying why.
     func run(_ job: Job, header: IMFrameHeader) async {
@@ -53,11 +77,22 @@ struct DeviceRequests: Sendable {
             // The retained presence of every device of the watched users arrives at
             // once, then every change (PRESENCE notices).
             for user in users { try IMIdentifier.validate(user, kind: .user) }
-            let results = try await session.subscribe(users.map { .init(context.topics.presenceFilter(user: $0), qos: .atLeastOnce) })
-            let refused = results.contains { if case .rejected = $0 { true } else { false } }
-            sender.reply(refused ? Ack.refusing(sequence: header.sequence, code: .forbidden) : Ack(sequence: header.sequence), to: header)
+            guard quota.state.withLock({ $0.admit(watches: users, .presence) }) else {
+                return limitReached(header, "at most \(context.configuration.limits.maxWatches) watched users per device")
+            }
+            let results: [MosquittoClient.SubscriptionResult]
+            do {
+                results = try await session.subscribe(users.map { .init(context.topics.presenceFilter(user: $0), qos: .atLeastOnce) })
+            } catch {
+                quota.state.withLock { $0.release(watches: users, .presence) }
+                throw error
+            }
+            let rejected = zip(users, results).filter { if case .rejected = $0.1 { true } else { false } }.map(\.0)
+            if !rejected.isEmpty { quota.state.withLock { $0.release(watches: rejected, .presence) } }
+            sender.reply(rejected.isEmpty ? Ack(sequence: header.sequence) : Ack.refusing(sequence: header.sequence, code: .forbidden), to: header)
         case .unwatch(let users):
             try await session.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.presenceFilter(user: $0) })
+            quota.state.withLock { $0.release(watches: users, .presence) }
             sender.reply(Ack(sequence: header.sequence), to: header)
         case .shareStart(let start):
             for user in start.audience { try IMIdentifier.validate(user, kind: .user) }
@@ -80,16 +115,26 @@ struct DeviceRequests: Sendable {
                     message: "not in the audience of \(refused.joined(separator: ", "))"), to: header)
                 return
             }
-            _ = try await session.subscribe(users.map { .init(context.topics.location(user: $0), qos: .atMostOnce) })
+            guard quota.state.withLock({ $0.admit(watches: users, .location) }) else {
+                return limitReached(header, "at most \(context.configuration.limits.maxWatches) watched users per device")
+            }
+            do {
+                _ = try await session.subscribe(users.map { .init(context.topics.location(user: $0), qos: .atMostOnce) })
+            } catch {
+                quota.state.withLock { $0.release(watches: users, .location) }
+                throw error
+            }
             sender.reply(Ack(sequence: header.sequence), to: header)
         case .locationUnwatch(let users):
             try await session.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.location(user: $0) })
+            quota.state.withLock { $0.release(watches: users, .location) }
             sender.reply(Ack(sequence: header.sequence), to: header)
         case .subscribe(let subscribe):
             try await self.subscribe(subscribe, header: header)
         case .unsubscribe(let unsubscribe):
             let filters = unsubscribe.filters.compactMap { try? context.topics.pubsubFilter($0) }
             if !filters.isEmpty { try await session.unsubscribe(filters) }
+            quota.state.withLock { $0.release(filters: filters) }
             sender.reply(Ack(sequence: header.sequence), to: header)
         case .publish(let publish):
             try await self.publish(publish, header: header)
@@ -120,14 +165,27 @@ struct DeviceRequests: Sendable {
             let qos = QoS(min(request.qos, maxQoS, .atLeastOnce))
             wanted.append((index, .init(filter, qos: qos)))
         }
+        // The device's limit: what does not fit is refused here and never reaches the broker.
+        let fits = quota.state.withLock { $0.admit(filters: wanted.map(\.subscription.filter)) }
+        for (entry, fit) in zip(wanted, fits) where !fit {
+            results[entry.index] = SubscriptionResult(filter: subscribe.subscriptions[entry.index].filter, outcome: .refused(.limitReached))
+        }
+        wanted = zip(wanted, fits).filter(\.1).map(\.0)
         if !wanted.isEmpty {
-            let granted = try await session.subscribe(wanted.map(\.subscription))
+            let granted: [MosquittoClient.SubscriptionResult]
+            do {
+                granted = try await session.subscribe(wanted.map(\.subscription))
+            } catch {
+                quota.state.withLock { $0.release(filters: wanted.map(\.subscription.filter)) }
+                throw error
+            }
             for (position, entry) in wanted.enumerated() {
                 let filter = subscribe.subscriptions[entry.index].filter
                 switch granted[position] {
                 case .granted(let qos):
                     results[entry.index] = SubscriptionResult(filter: filter, outcome: .granted(IMQoS(qos)))
                 case .rejected:
+                    quota.state.withLock { $0.release(filters: [entry.subscription.filter]) }
                     results[entry.index] = SubscriptionResult(filter: filter, outcome: .refused(.forbidden))
                 }
             }

@@ -75,6 +75,9 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
     /// The chat's MESSAGE_ID was accepted before for another message (another recipient,
     /// content or application items); this one was not sent. Send it with a new id.
     public static let messageIDReused = IMErrorCode(305)
+    /// The device has as many subscriptions (or presence or location watches) as the gateway
+    /// allows; it unsubscribes (unwatches) first.
+    public static let limitReached = IMErrorCode(306)
 
     // MARK: 5xx server
 
@@ -91,7 +94,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         .unsupportedEncryption, .unsupportedCompression, .decompressionFailed,
         .notLoggedIn, .authFailed, .tokenExpired, .forbidden, .invalidUserID, .loginTimeout, .idleTimeout,
         .sessionTakenOver, .alreadyLoggedIn,
-        .badRequest, .unknownOperation, .rateLimited, .invalidTopic, .qosNotSupported, .messageIDReused,
+        .badRequest, .unknownOperation, .rateLimited, .invalidTopic, .qosNotSupported, .messageIDReused, .limitReached,
         .internalError, .serverShuttingDown, .brokerUnavailable,
     ]
 
@@ -132,6 +135,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         303: ("INVALID_TOPIC", false, "The topic or filter is invalid or outside the allowed topic space."),
         304: ("QOS_NOT_SUPPORTED", false, "The requested QoS is not supported."),
         305: ("MESSAGE_ID_REUSED", false, "The MESSAGE_ID was accepted before for another message (recipient or content); this one was not sent."),
+        306: ("LIMIT_REACHED", false, "The device has as many subscriptions or watches as the gateway allows; unsubscribe or unwatch first."),
         500: ("INTERNAL_ERROR", false, "An unexpected failure in the gateway."),
         501: ("SERVER_SHUTTING_DOWN", true, "The gateway is shutting down (KICK reason)."),
         502: ("BROKER_UNAVAILABLE", false, "The broker did not accept the message; resend it later."),
