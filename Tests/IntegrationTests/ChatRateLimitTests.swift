@@ -70,6 +70,44 @@ struct ChatRateLimitIntegrationTests {
     }
 }
 
+/// limits.max_connections_per_address and max_connections_awaiting_login against a real gateway.
+@Suite("Connection limits", .stopsWhatItStarts, .timeLimit(.minutes(2)))
+struct ConnectionLimitTests {
+    /// The ERROR a refused connection gets, then its close.
+    private static func refused(_ device: TestDevice) async throws -> ErrorNotice {
+        let (_, message) = try await device.next(within: 10, "the refusal")
+        guard case .error(let notice) = message else { throw TestError("expected ERROR, got \(message)") }
+        return notice
+    }
+
+    @Test("past max_connections_awaiting_login a new connection gets ERROR RATE_LIMITED and is closed; a login makes room; past max_connections_per_address too; logged-in devices keep chatting")
+    func limits() async throws {
+        let gateway = try await TestGateway.start {
+            $0.limits.maxConnectionsAwaitingLogin = 2
+            $0.limits.maxConnectionsPerAddress = 3
+        }
+        let minter = gateway.minter
+        let first = try await TestDevice.connect(port: gateway.port)
+        let second = try await TestDevice.connect(port: gateway.port)
+        let third = try await TestDevice.connect(port: gateway.port)
+        let notice = try await Self.refused(third)
+        #expect(notice.code == .rateLimited)
+        #expect(notice.message?.contains("waiting for LOGIN") == true)
+        // A login makes room for one more waiting connection.
+        try await first.login(token: try await minter.mint(user: "alice"), device: "phone")
+        let fourth = try await TestDevice.connect(port: gateway.port)
+        try await fourth.login(token: try await minter.mint(user: "bob"), device: "phone")
+        // Three from 127.0.0.1 are open now (first, second, fourth): the next one is refused.
+        let fifth = try await TestDevice.connect(port: gateway.port)
+        let perAddress = try await Self.refused(fifth)
+        #expect(perAddress.code == .rateLimited && perAddress.message?.contains("too many connections from 127.0.0.1") == true)
+        // The logged-in devices are not affected.
+        #expect(try await first.chat(to: "bob", id: "c1", text: "still here").error == nil)
+        await second.drop()
+        await gateway.stop()
+    }
+}
+
 extension IMClient {
     /// Puts chats to `user` in the outbox in one visit to the actor.
     fileprivate func enqueueChats(_ ids: [String], to user: String) throws -> [OutboxEntry.ID] {

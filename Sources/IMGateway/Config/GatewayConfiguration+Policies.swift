@@ -67,12 +67,19 @@ extension GatewayConfiguration {
         /// `max_watches`: users one device may watch, presence and location together.
         /// Default 1000.
         public var maxWatches: Int
+        /// `max_connections_per_address`: open TLV connections from one source address; 0 =
+        /// no limit (behind a proxy that hides client addresses). Default 1000.
+        public var maxConnectionsPerAddress: Int
+        /// `max_connections_awaiting_login`: connections that have not logged in yet, over
+        /// all addresses; 0 = no limit. Default 1000.
+        public var maxConnectionsAwaitingLogin: Int
 
         /// Creates limits with the defaults.
         public init(
             maxBodyLength: Int = 1_048_576, loginTimeout: Int = 10, idleTimeout: Int = 90, deliveryAckTimeout: Int = 30,
             maxUnackedDeliveries: Int = 64, compressionThreshold: Int = 1024, chatRate: Double = 2000, chatBurst: Int = 2000,
-            maxSubscriptions: Int = 100, maxWatches: Int = 1000
+            maxSubscriptions: Int = 100, maxWatches: Int = 1000, maxConnectionsPerAddress: Int = 1000,
+            maxConnectionsAwaitingLogin: Int = 1000
         ) {
             self.maxBodyLength = maxBodyLength
             self.loginTimeout = loginTimeout
@@ -84,6 +91,8 @@ extension GatewayConfiguration {
             self.chatBurst = chatBurst
             self.maxSubscriptions = maxSubscriptions
             self.maxWatches = maxWatches
+            self.maxConnectionsPerAddress = maxConnectionsPerAddress
+            self.maxConnectionsAwaitingLogin = maxConnectionsAwaitingLogin
         }
 
         /// The HEARTBEAT_INTERVAL announced in LOGIN_OK: a third of `idle_timeout` (the gateway
@@ -101,6 +110,8 @@ extension GatewayConfiguration {
             case chatBurst = "chat_burst"
             case maxSubscriptions = "max_subscriptions"
             case maxWatches = "max_watches"
+            case maxConnectionsPerAddress = "max_connections_per_address"
+            case maxConnectionsAwaitingLogin = "max_connections_awaiting_login"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -117,6 +128,8 @@ extension GatewayConfiguration {
             self.chatBurst = try c.value(.chatBurst, or: d.chatBurst)
             self.maxSubscriptions = try c.value(.maxSubscriptions, or: d.maxSubscriptions)
             self.maxWatches = try c.value(.maxWatches, or: d.maxWatches)
+            self.maxConnectionsPerAddress = try c.value(.maxConnectionsPerAddress, or: d.maxConnectionsPerAddress)
+            self.maxConnectionsAwaitingLogin = try c.value(.maxConnectionsAwaitingLogin, or: d.maxConnectionsAwaitingLogin)
         }
     }
 

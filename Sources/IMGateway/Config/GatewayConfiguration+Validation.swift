@@ -53,6 +53,8 @@ extension GatewayConfiguration {
         check.range("limits.chat_burst", self.limits.chatBurst, 1...1_000_000)
         check.range("limits.max_subscriptions", self.limits.maxSubscriptions, 0...100_000)
         check.range("limits.max_watches", self.limits.maxWatches, 0...100_000)
+        check.range("limits.max_connections_per_address", self.limits.maxConnectionsPerAddress, 0...1_000_000)
+        check.range("limits.max_connections_awaiting_login", self.limits.maxConnectionsAwaitingLogin, 0...1_000_000)
 
         let rate = self.location.maxUpdatesPerSecond
         if !(rate.isFinite && rate > 0) {

@@ -155,6 +155,7 @@ extension DeviceConnection {
         let sender = FrameSender(channel: context.channel, sequence: sequence, sessionID: sessionID)
         let requests = DeviceRequests(session: session, context: gateway, sender: sender, logger: logger)
         self.requests = requests
+        admission?.loggedIn()
         send(.loginOK(LoginOK(
             userID: session.user, deviceID: session.device, serverTime: unixMilliseconds(),
             heartbeatInterval: UInt16(clamping: gateway.configuration.limits.idleTimeout / 3),

@@ -67,6 +67,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     var locationLimiter: RateLimiter
     /// `limits.chat_rate` and `chat_burst` for this connection's CHATs.
     var chatLimit: ChatRateLimit
+    /// This connection's place in `limits.max_connections_*` (nil: not counted).
+    let admission: ConnectionAdmissions.Ticket?
 
     /// How long "delivered" receipts are gathered before they are published (one MQTT
     /// message per sender for all of them), unless ``receiptBatch`` are waiting first. A
@@ -85,9 +87,13 @@ final class DeviceConnection: ChannelDuplexHandler {
         var origin: PendingDeliveries.Origin?
     }
 
-    init(gateway: GatewayContext, sequence: OutboundSequence, peer: String, now: NIODeadline) {
+    init(
+        gateway: GatewayContext, sequence: OutboundSequence, peer: String, now: NIODeadline,
+        admission: ConnectionAdmissions.Ticket? = nil
+    ) {
         self.gateway = gateway
         self.sequence = sequence
+        self.admission = admission
         var logger = gateway.logger
         logger[metadataKey: "peer"] = "\(peer)"
         self.logger = logger
@@ -115,7 +121,11 @@ final class DeviceConnection: ChannelDuplexHandler {
         self.finished = finished
         let connections = gateway.statistics.connections
         connections.enter()
-        finished.futureResult.whenComplete { _ in connections.leave() }
+        let admission = self.admission
+        finished.futureResult.whenComplete { _ in
+            admission?.closed()
+            connections.leave()
+        }
         armTimer()
     }
 

@@ -12,6 +12,8 @@ final class GatewayContext: Sendable {
     let mqttLoop: MosquittoEventLoop
     /// Wakes connections for mail from the MQTT loop, once per event loop and turn.
     let wakeups: MailboxWakeups
+    /// `limits.max_connections_per_address` and `max_connections_awaiting_login`.
+    let admissions: ConnectionAdmissions
     let registry = SessionRegistry()
     let dedup: DedupStore
     let statistics = GatewayStatistics()
@@ -38,6 +40,7 @@ final class GatewayContext: Sendable {
         self.verifier = TokenVerifier(secret: configuration.auth.jwtSecret, issuer: configuration.auth.issuer, leeway: configuration.auth.leeway)
         self.mqttLoop = mqttLoop
         self.wakeups = MailboxWakeups(mqttLoop: mqttLoop)
+        self.admissions = ConnectionAdmissions(configuration.limits)
         self.gatewayID = configuration.gatewayID
         self.dedup = DedupStore()
         self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))

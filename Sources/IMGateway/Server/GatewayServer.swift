@@ -54,11 +54,23 @@ public final class GatewayServer: Service, Sendable {
                     if let tls {
                         try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     }
-                    try child.pipeline.syncOperations.addHandlers([
-                        ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
-                        MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
-                        DeviceConnection(gateway: context, sequence: sequence, peer: child.remoteAddress?.description ?? "?", now: child.eventLoop.now),
-                    ])
+                    let address = child.remoteAddress?.ipAddress ?? "?"
+                    switch context.admissions.open(address: address) {
+                    case .success(let ticket):
+                        try child.pipeline.syncOperations.addHandlers([
+                            ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
+                            MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
+                            DeviceConnection(
+                                gateway: context, sequence: sequence, peer: child.remoteAddress?.description ?? "?", now: child.eventLoop.now,
+                                admission: ticket),
+                        ])
+                    case .failure(let refusal):
+                        context.logger.notice("connection refused", metadata: ["peer": "\(address)", "reason": "\(refusal.reason)"])
+                        try child.pipeline.syncOperations.addHandlers([
+                            MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
+                            ConnectionRefusal(reason: refusal.reason),
+                        ])
+                    }
                 }
             }
             .bind(host: configuration.listen.host, port: configuration.listen.port)

@@ -30,7 +30,8 @@ final class BenchGateway: Sendable {
 
     /// The configuration: broker, listener, secret; metrics, stats and info logs off
     /// (the benchmark should measure the gateway's work, not its logging); no chat rate limit
-    /// (a benchmark device sends far more than a person);
+    /// (a benchmark device sends far more than a person) and no connection limits (all its
+    /// devices come from one address);
     /// `extraLines` are appended as they are (YAML).
     static func configuration(broker: HostPort, listen: Int, secret: String, extraLines: [String]) -> String {
         ([
@@ -49,6 +50,9 @@ final class BenchGateway: Sendable {
             "log_level: notice",
             "limits:",
             "  chat_rate: 0",
+            // Every benchmark device connects from 127.0.0.1.
+            "  max_connections_per_address: 0",
+            "  max_connections_awaiting_login: 0",
         ] + extraLines).joined(separator: "\n") + "\n"
     }
 
