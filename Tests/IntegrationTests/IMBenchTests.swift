@@ -83,6 +83,20 @@ struct IMBenchTests {
         }
     }
 
+    @Test("imbench chat --flooders: a device floods beside the pair; the pair loses nothing, the flood is counted")
+    func chatFlooders() async throws {
+        let output = try await run(
+            Self.executable, ["chat", "--paths", "gateway", "--flooders", "1", "--rate", "20", "--seconds", "1", "--pairs", "1", "--drain", "10"])
+        let result = try Self.json(output)
+        #expect(result["flooders"] as? Int == 1)
+        let sent = try #require(result["flood_sent"] as? Int)
+        let accepted = try #require(result["flood_accepted"] as? Int)
+        let refused = try #require(result["flood_refused"] as? Int)
+        #expect(sent > 0 && accepted + refused <= sent && accepted + refused > 0)
+        #expect(result["lost"] as? Int == 0)
+        #expect((result["gateway_received"] as? Int ?? 0) > 0)
+    }
+
     /// The JSON line among imbench's output lines (stderr has the progress).
     static func json(_ output: String) throws -> [String: Any] {
         let line = try #require(output.split(separator: "\n").last { $0.hasPrefix("{\"benchmark\"") }, "no JSON line in: \(output)")

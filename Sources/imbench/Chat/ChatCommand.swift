@@ -54,6 +54,13 @@ struct ChatCommand: AsyncParsableCommand {
         """)
     var receiptNotices = true
 
+    @Option(help: """
+        Gateway path: this many more devices flood chat as fast as the gateway answers \
+        (256 unanswered each), ignoring RATE_LIMITED, while the pairs run; their counts are \
+        reported as flood_*. With --rate, the pairs' latency is what a flood leaves to others.
+        """)
+    var flooders = 0
+
     @Option(help: "Times to run each path, alternating gateway and direct (a phase of --seconds each), on the same broker and gateway.")
     var rounds = 1
 
@@ -74,6 +81,7 @@ struct ChatCommand: AsyncParsableCommand {
             settings.duplex = true
         }
         settings.receiptNotices = receiptNotices
+        settings.flooders = flooders
         let runID = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let env = try await BenchEnvironment.start(environment, gateway: paths != .direct)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -159,6 +167,13 @@ struct ChatCommand: AsyncParsableCommand {
             for (key, phases) in [("gateway_round_msgs_per_s", gatewayRounds), ("direct_round_msgs_per_s", directRounds)] {
                 json.add(key, phases.isEmpty ? .null : .array(phases.map { Self.number($0.messagesPerSecond, decimals: 0) }))
             }
+        }
+        if let flood = gateway?.flood, let gateway {
+            json.add("flooders", flooders)
+            json.add("flood_sent", flood.sent)
+            json.add("flood_accepted", flood.accepted)
+            json.add("flood_refused", flood.refused)
+            json.add("flood_accepted_per_s", Double(flood.accepted) / max(gateway.elapsed, 0.001), decimals: 0)
         }
         json.add("p50_ms", gateway?.report.p50)
         json.add("p99_ms", gateway?.report.p99)

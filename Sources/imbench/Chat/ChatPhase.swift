@@ -69,7 +69,7 @@ enum ChatPhase {
         return ChatPhaseResult(
             name: name, elapsed: elapsed, receivedInWindow: atEnd.received,
             messagesPerSecond: Double(atEnd.received) / elapsed, report: report, cpu: cpu, gatewayThreads: threads,
-            loadAverage: systemBefore.loadAverage)
+            loadAverage: systemBefore.loadAverage, flood: nil)
     }
 
     /// One line per second: received per second, p99 so far, totals.

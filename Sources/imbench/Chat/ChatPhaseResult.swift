@@ -19,6 +19,9 @@ struct ChatPhaseResult: Sendable {
     var gatewayThreads: [(name: String, percent: Double)]
     /// The machine's 1-minute load average when the phase started.
     var loadAverage: Double
+    /// What the flooders sent, and the gateway took and refused (gateway phase with
+    /// `--flooders`).
+    var flood: FloodCounts.Totals?
 
     /// CPU seconds the process `label` ("gateway", "broker", "bench") used per 1,000 messages
     /// received in the sending window; nil when it was not sampled or nothing arrived.
@@ -51,9 +54,18 @@ struct ChatPhaseResult: Sendable {
         }
         let threads = threadSums.map { (name: $0.key, percent: $0.value / count) }
             .sorted { $0.percent != $1.percent ? $0.percent > $1.percent : $0.name < $1.name }
+        var flood: FloodCounts.Totals?
+        for round in rounds {
+            guard let counts = round.flood else { continue }
+            var sum = flood ?? FloodCounts.Totals()
+            sum.sent += counts.sent
+            sum.accepted += counts.accepted
+            sum.refused += counts.refused
+            flood = sum
+        }
         return ChatPhaseResult(
             name: first.name, elapsed: elapsed, receivedInWindow: received, messagesPerSecond: Double(received) / elapsed,
             report: report, cpu: cpu, gatewayThreads: threads,
-            loadAverage: rounds.reduce(0) { $0 + $1.loadAverage } / count)
+            loadAverage: rounds.reduce(0) { $0 + $1.loadAverage } / count, flood: flood)
     }
 }

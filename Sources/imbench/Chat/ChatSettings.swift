@@ -21,6 +21,9 @@ struct ChatSettings: Sendable {
     /// Gateway path: the devices take RECEIPT_NOTICE frames (the protocol's default), one per
     /// chat to its sender, which ACKs it. The direct path has nothing like them.
     var receiptNotices = true
+    /// Gateway path: hostile devices beside the pairs that flood chat as fast as the gateway
+    /// answers, ignoring RATE_LIMITED (``FloodSender``).
+    var flooders = 0
 
     /// Messages per second per pair, with a rate.
     var ratePerPair: Double? { rate.map { $0 / Double(pairs) } }

@@ -22,20 +22,42 @@ enum GatewayChatRun {
             ? try await connectDuplex(settings, environment: environment, loop: loop, runID: runID, ledger: ledger, links: links, title: title)
             : try await connectSimplex(settings, environment: environment, loop: loop, runID: runID, ledger: ledger, links: links, title: title)
 
+        let floodCounts = FloodCounts()
+        var flooders: [BenchDevice] = []
+        if settings.flooders > 0 {
+            Log.info("\(title): logging in \(settings.flooders) flooder(s)")
+            do {
+                flooders = try await connectAll(
+                    (0..<settings.flooders).map { "bench-\(runID)-flood\($0)" }, environment: environment, loop: loop,
+                    receiptNotices: false
+                ) { index in
+                    { FloodSender(recipient: "bench-\(runID)-flood-sink", counts: floodCounts, prefix: "f\(index)") }
+                }
+            } catch {
+                for device in senders + receivers { await device.close() }
+                throw error
+            }
+        }
+        let allSenders = flooders + senders
         var watch: [ChatPhase.Watched] = [ChatPhase.Watched(label: "bench", pid: ProcessSample.ownPID())]
         if let pid = environment.gatewayPID { watch.append(ChatPhase.Watched(label: "gateway", pid: pid, threads: true)) }
         if let pid = environment.brokerPID { watch.append(ChatPhase.Watched(label: "broker", pid: pid)) }
-        let result: ChatPhaseResult
+        var result: ChatPhaseResult
         do {
             result = try await ChatPhase.measure(
                 "gateway", title: title, settings: settings, ledger: ledger, watch: watch,
-                start: { for sender in senders { sender.send(.start) } },
-                stop: { for sender in senders { sender.send(.stop) } })
+                start: { for sender in allSenders { sender.send(.start) } },
+                stop: { for sender in allSenders { sender.send(.stop) } })
         } catch {
-            for device in senders + receivers { await device.close() }
+            for device in flooders + senders + receivers { await device.close() }
             throw error
         }
-        for device in senders + receivers { await device.close() }
+        for device in flooders + senders + receivers { await device.close() }
+        if settings.flooders > 0 {
+            let flood = floodCounts.current
+            result.flood = flood
+            Log.info("\(title): flooders sent \(flood.sent), the gateway took \(flood.accepted) and refused \(flood.refused)")
+        }
         return result
     }
 
