@@ -197,10 +197,17 @@ struct IMClientEmbeddedTests {
         for frame in refused {
             try await gateway.write(.ack(.rateLimited(sequence: frame.header.sequence, retryAfter: 100)))
         }
-        // A chat posted during the pause waits behind the refused ones.
+        // Once the client has read the refusals it pauses chat; a chat posted then waits
+        // behind the refused ones.
+        var paused = false
+        for _ in 0..<10_000 where !paused {
+            paused = await client.chatPausedUntil != nil
+            if !paused { await Task.yield() }
+        }
+        #expect(paused, "the client read RATE_LIMITED and paused chat")
         tasks.append(try await client.post(to: "bob", content: .text("3"), messageID: "q-3"))
         var order: [String] = []
-        for _ in 0..<4 {
+        while order.count < 4 {
             let (frame, message) = try await gateway.next()
             guard case .chat(let chat) = message else {
                 Issue.record("expected CHAT, got \(message)")

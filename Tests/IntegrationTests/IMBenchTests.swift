@@ -86,7 +86,7 @@ struct IMBenchTests {
     @Test("imbench chat --flooders: a device floods beside the pair; the pair loses nothing, the flood is counted")
     func chatFlooders() async throws {
         let output = try await run(
-            Self.executable, ["chat", "--paths", "gateway", "--flooders", "1", "--rate", "20", "--seconds", "1", "--pairs", "1", "--drain", "10"])
+            Self.executable, ["chat", "--paths", "gateway", "--flooders", "1", "--flood-window", "2", "--rate", "20", "--seconds", "1", "--pairs", "1", "--drain", "10"])
         let result = try Self.json(output)
         #expect(result["flooders"] as? Int == 1)
         let sent = try #require(result["flood_sent"] as? Int)

@@ -61,6 +61,9 @@ struct ChatCommand: AsyncParsableCommand {
         """)
     var flooders = 0
 
+    @Option(help: "CHAT frames each flooder keeps unanswered.")
+    var floodWindow = 256
+
     @Option(help: "Times to run each path, alternating gateway and direct (a phase of --seconds each), on the same broker and gateway.")
     var rounds = 1
 
@@ -71,6 +74,7 @@ struct ChatCommand: AsyncParsableCommand {
     func validate() throws {
         guard window >= 1 else { throw ValidationError("--window must be at least 1") }
         guard rounds >= 1 else { throw ValidationError("--rounds must be at least 1") }
+        guard flooders >= 0, floodWindow >= 1 else { throw ValidationError("--flooders must be at least 0 and --flood-window at least 1") }
     }
 
     func run() async throws {
@@ -82,6 +86,7 @@ struct ChatCommand: AsyncParsableCommand {
         }
         settings.receiptNotices = receiptNotices
         settings.flooders = flooders
+        settings.floodWindow = floodWindow
         let runID = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let env = try await BenchEnvironment.start(environment, gateway: paths != .direct)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

@@ -24,6 +24,8 @@ struct ChatSettings: Sendable {
     /// Gateway path: hostile devices beside the pairs that flood chat as fast as the gateway
     /// answers, ignoring RATE_LIMITED (``FloodSender``).
     var flooders = 0
+    /// CHAT frames each flooder keeps unanswered.
+    var floodWindow = 256
 
     /// Messages per second per pair, with a rate.
     var ratePerPair: Double? { rate.map { $0 / Double(pairs) } }

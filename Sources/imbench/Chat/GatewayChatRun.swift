@@ -31,7 +31,7 @@ enum GatewayChatRun {
                     (0..<settings.flooders).map { "bench-\(runID)-flood\($0)" }, environment: environment, loop: loop,
                     receiptNotices: false
                 ) { index in
-                    { FloodSender(recipient: "bench-\(runID)-flood-sink", counts: floodCounts, prefix: "f\(index)") }
+                    { FloodSender(recipient: "bench-\(runID)-flood-sink", counts: floodCounts, window: settings.floodWindow, prefix: "f\(index)") }
                 }
             } catch {
                 for device in senders + receivers { await device.close() }
