@@ -89,12 +89,30 @@ struct CheckConfig: AsyncParsableCommand {
 
     @OptionGroup var options: ConfigOptions
 
+    @Flag(help: "Do not connect to broker.url (by default check-config tries it anonymously and with the gateway's credentials).")
+    var offline = false
+
     func run() async throws {
         let configuration = try options.load()
         try configuration.validate()
         for warning in configuration.warnings() {
             print("warning: \(warning)")
         }
+        var failed = false
+        if let broker = try BrokerEndpoint(settings: configuration.broker) {
+            if !offline {
+                for finding in await BrokerCheck.run(broker, prefix: configuration.topicPrefix) {
+                    print("broker: \(finding)")
+                    failed = failed || finding.level == .error
+                }
+            }
+        } else if let plugin = EmbeddedBroker.findSecurityPlugin() {
+            print("broker: ok: the embedded broker refuses anonymous clients; accounts imgw and imgw-observer (read-only), passwords in \(configuration.embeddedBroker.dataDir), enforced by \(plugin)")
+        } else {
+            print("broker: error: the embedded broker needs mosquitto's dynamic security plugin (mosquitto_dynamic_security.so, mosquitto 2.0 or later): apt-get install mosquitto")
+            failed = true
+        }
+        if failed { throw ExitCode(1) }
         print("\(options.config ?? "built-in defaults"): OK")
     }
 }

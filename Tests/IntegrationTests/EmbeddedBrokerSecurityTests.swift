@@ -132,3 +132,46 @@ struct EmbeddedBrokerSecurityTests {
         await gateway.stop()
     }
 }
+
+/// `imgw check-config` on the broker: what it can tell from outside.
+@Suite("imgw check-config: the broker", .stopsWhatItStarts, .timeLimit(.minutes(2)))
+struct CheckConfigBrokerTests {
+    @Test("a broker that lets anonymous clients in is named as such; the gateway's account may subscribe; the embedded broker says what it enforces")
+    func brokerFindings() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-check-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let broker = try await TestBroker.start()  // anonymous clients allowed
+        let external = directory.appendingPathComponent("external.yaml")
+        try "broker:\n  url: mqtt://127.0.0.1:\(broker.port)\n".write(to: external, atomically: true, encoding: .utf8)
+        let output = try await run(IMGWProcess.executable, ["check-config", "--config", external.path])
+        #expect(output.contains("broker: warning: mqtt://127.0.0.1:\(broker.port) accepts anonymous clients"))
+        #expect(output.contains("broker: ok: the gateway's account may subscribe to im/#"))
+        #expect(output.contains("OK"))
+
+        let embedded = directory.appendingPathComponent("embedded.yaml")
+        try "embedded_broker:\n  data_dir: \(directory.path)/broker\n".write(to: embedded, atomically: true, encoding: .utf8)
+        let local = try await run(IMGWProcess.executable, ["check-config", "--config", embedded.path])
+        #expect(local.contains("broker: ok: the embedded broker refuses anonymous clients"))
+        #expect(!FileManager.default.fileExists(atPath: "\(directory.path)/broker"), "check-config creates nothing")
+    }
+
+    @Test("the gateway's credentials refused by the broker: an error, exit status 1")
+    func credentialsRefused() async throws {
+        let setupDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-check-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: setupDirectory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: setupDirectory) }
+        let setup = EmbeddedGateway.Setup(directory: setupDirectory, tlvPort: freePort(), brokerPort: freePort(), metricsPort: freePort())
+        let gateway = try await EmbeddedGateway.start(setup)
+        let config = setupDirectory.appendingPathComponent("wrong.yaml")
+        try "broker:\n  url: mqtt://127.0.0.1:\(setup.brokerPort)\n  username: imgw\n  password: wrong\n".write(to: config, atomically: true, encoding: .utf8)
+        await #expect(throws: (any Error).self) { try await run(IMGWProcess.executable, ["check-config", "--config", config.path]) }
+        let process = try spawn(IMGWProcess.executable, ["check-config", "--config", config.path])
+        var lines: [String] = []
+        for await line in process.lines { lines.append(line) }
+        #expect(await process.waitForExit() != 0)
+        #expect(lines.contains { $0.contains("broker: ok: mqtt://127.0.0.1:\(setup.brokerPort) refuses anonymous clients") })
+        #expect(lines.contains { $0.contains("broker: error: mqtt://127.0.0.1:\(setup.brokerPort) refuses the gateway's credentials") })
+        await gateway.stop()
+    }
+}

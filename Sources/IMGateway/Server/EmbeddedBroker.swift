@@ -38,7 +38,7 @@ public final class EmbeddedBroker: Service, Sendable {
     }
 
     /// Where Debian, Ubuntu and the usual builds put mosquitto's dynamic security plugin.
-    static func findSecurityPlugin() -> String? {
+    public static func findSecurityPlugin() -> String? {
         var machine = utsname()
         uname(&machine)
         let architecture = withUnsafeBytes(of: &machine.machine) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
