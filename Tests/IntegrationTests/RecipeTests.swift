@@ -45,9 +45,11 @@ struct RecipeTests {
         let gatewaysPort = freePort()
         let appsPort = freePort()
         #expect(conf.contains("listener 1883 127.0.0.1") && conf.contains("listener 1884 127.0.0.1"))
-        try conf.replacingOccurrences(of: "listener 1883 127.0.0.1", with: "listener \(gatewaysPort) 127.0.0.1")
+        var written = conf.replacingOccurrences(of: "listener 1883 127.0.0.1", with: "listener \(gatewaysPort) 127.0.0.1")
             .replacingOccurrences(of: "listener 1884 127.0.0.1", with: "listener \(appsPort) 127.0.0.1")
-            .write(to: directory.appendingPathComponent("mosquitto.conf"), atomically: true, encoding: .utf8)
+        // (As root mosquitto drops to the user "mosquitto", who cannot read this directory.)
+        if geteuid() == 0 { written += "user root\n" }
+        try written.write(to: directory.appendingPathComponent("mosquitto.conf"), atomically: true, encoding: .utf8)
         for name in ["gateways.acl", "apps.acl"] {
             try #require(blocks[name]).write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
@@ -56,15 +58,7 @@ struct RecipeTests {
         try await run("/bin/sh", [
             "-c", "IMGW_BROKER_PASSWORD='\(gatewayPassword)' BACKEND_PASSWORD='\(backendPassword)'; set -e\n" + (try #require(blocks["passwords"])),
         ], in: directory)
-        var brokerArguments = ["-c", "mosquitto.conf"]
-        if geteuid() == 0 {
-            // (As root mosquitto drops to the user "mosquitto", who cannot read this directory.)
-            try (conf.replacingOccurrences(of: "listener 1883 127.0.0.1", with: "listener \(gatewaysPort) 127.0.0.1")
-                .replacingOccurrences(of: "listener 1884 127.0.0.1", with: "listener \(appsPort) 127.0.0.1") + "user root\n")
-                .write(to: directory.appendingPathComponent("mosquitto-root.conf"), atomically: true, encoding: .utf8)
-            brokerArguments = ["-c", "mosquitto-root.conf"]
-        }
-        let broker = try spawn("/usr/sbin/mosquitto", brokerArguments, in: directory)
+        let broker = try spawn("/usr/sbin/mosquitto", ["-c", "mosquitto.conf"], in: directory)
         let log = LogBuffer()
         let started = await awaitOutput(of: broker, containing: " running", into: log)
         try #require(started, "mosquitto with the recipe: \(log.text.withLock { $0 })")

@@ -6,7 +6,7 @@
 /// ``longestHold`` after the retry time). A device pipelines its chats: those it wrote after
 /// the refused one arrive refused too, however late they arrive, so nothing sent after a
 /// refused message is taken ahead of it, and the device sends them all again in their order.
-struct ChatRateLimit: Sendable, Hashable {
+struct ChatRateLimit: Sendable {
     enum Decision: Sendable, Hashable {
         case allow
         /// Refused: send again in this many milliseconds (at least 1).
@@ -20,16 +20,23 @@ struct ChatRateLimit: Sendable, Hashable {
     private var bucket: RateLimiter?
     /// Refusing everything: until when at least (seconds on the caller's clock), and the
     /// message whose return reopens.
-    private var closed: (until: Double, firstRefused: String)?
+    private var closed: Closed?
+
+    private struct Closed: Sendable {
+        var until: Double
+        var firstRefused: String
+    }
 
     /// A limit of `ratePerSecond` (0: none) with `burst` messages back to back.
     init(ratePerSecond: Double, burst: Int) {
         self.bucket = ratePerSecond > 0 ? RateLimiter(ratePerSecond: ratePerSecond, burst: Double(max(1, burst))) : nil
     }
 
-    /// Whether the chat message `messageID` arriving at `now` (seconds, monotonic) may go.
-    mutating func admit(messageID: String, now: Double) -> Decision {
+    /// Whether the chat message `messageID` arriving at `now` (seconds, monotonic; read only
+    /// when there is a limit) may go.
+    mutating func admit(messageID: String, now readNow: @autoclosure () -> Double) -> Decision {
         guard var bucket else { return .allow }
+        let now = readNow()
         defer { self.bucket = bucket }
         if let closed {
             let reopened = (now >= closed.until && messageID == closed.firstRefused) || now >= closed.until + Self.longestHold
@@ -41,21 +48,11 @@ struct ChatRateLimit: Sendable, Hashable {
         if bucket.allow(now: now, cost: 1 - 1e-9) { return .allow }
         // Until the bucket holds a whole token again.
         let wait = max(0.001, (1 - bucket.available(now: now)) / bucket.ratePerSecond)
-        self.closed = (now + wait, messageID)
+        self.closed = Closed(until: now + wait, firstRefused: messageID)
         return .refuse(retryAfterMilliseconds: Self.milliseconds(wait))
     }
 
     private static func milliseconds(_ seconds: Double) -> UInt32 {
         UInt32(clamping: max(1, Int((seconds * 1000).rounded(.up))))
-    }
-
-    static func == (lhs: ChatRateLimit, rhs: ChatRateLimit) -> Bool {
-        lhs.bucket == rhs.bucket && lhs.closed?.until == rhs.closed?.until && lhs.closed?.firstRefused == rhs.closed?.firstRefused
-    }
-
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(bucket)
-        hasher.combine(closed?.until)
-        hasher.combine(closed?.firstRefused)
     }
 }

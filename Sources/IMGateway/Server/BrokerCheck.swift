@@ -21,8 +21,7 @@ public enum BrokerCheck {
     /// `{prefix}/#` as the gateway would; each step at most `timeout` seconds.
     public static func run(_ broker: BrokerEndpoint, prefix: String, timeout: Double = 5) async -> [Finding] {
         var findings: [Finding] = []
-        let loop = MosquittoEventLoop(name: "imgw-check")
-        defer { loop.shutdown() }
+        let loop = MosquittoEventLoop.shared
 
         var anonymousConfiguration = broker.clientConfiguration(clientID: "imgw-check-anonymous-\(UInt32.random(in: 0...UInt32.max))")
         anonymousConfiguration.username = nil

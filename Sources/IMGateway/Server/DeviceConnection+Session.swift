@@ -93,8 +93,8 @@ extension DeviceConnection {
         let fingerprint = ChatFingerprint(chat)
         switch gateway.dedup.check(user: session.user, id: chat.messageID, fingerprint: fingerprint) {
         case .new:
-            let now = channelContext.map { Double($0.eventLoop.now.uptimeNanoseconds) / 1e9 } ?? 0
-            if case .refuse(let retryAfter) = chatLimit.admit(messageID: chat.messageID, now: now) {
+            let loop = channelContext?.eventLoop
+            if case .refuse(let retryAfter) = chatLimit.admit(messageID: chat.messageID, now: loop.map { Double($0.now.uptimeNanoseconds) / 1e9 } ?? 0) {
                 let limits = gateway.configuration.limits
                 reply(Ack.rateLimited(sequence: header.sequence, retryAfter: retryAfter,
                     message: "more than \(limits.chatRate.rounded() == limits.chatRate ? String(Int(limits.chatRate)) : String(limits.chatRate)) chat messages per second; retry in \(retryAfter) ms"), to: header)

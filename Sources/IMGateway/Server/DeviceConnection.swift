@@ -116,7 +116,8 @@ final class DeviceConnection: ChannelDuplexHandler {
         let loop = context.eventLoop
         let bound = NIOLoopBound(self, eventLoop: loop)
         let wakeups = gateway.wakeups
-        mailbox = ConnectionMailbox { wakeups.wake(on: loop) { bound.value.drainMailbox() } }
+        let drain: @Sendable () -> Void = { bound.value.drainMailbox() }
+        mailbox = ConnectionMailbox { wakeups.wake(on: loop, drain) }
         let finished = loop.makePromise(of: Void.self)
         self.finished = finished
         let connections = gateway.statistics.connections
