@@ -46,6 +46,8 @@ let package = Package(
         .target(name: "CProcessShims"),
         // Batched reads for libmosquitto's sockets (a hook in libmosquitto's own GOT).
         .target(name: "CMosquittoIO"),
+        // HMAC-SHA256 over OpenSSL's SHA-256 without allocations (MessageAuthenticator).
+        .target(name: "CMessageTag", linkerSettings: [.linkedLibrary("crypto")]),
 
         // The libmosquitto wrapper: knows only CMosquitto.
         .target(name: "Mosquitto", dependencies: ["CMosquitto", "CMosquittoIO"]),
@@ -66,6 +68,7 @@ let package = Package(
                 "IMWire",
                 "Mosquitto",
                 "CProcessShims",
+                "CMessageTag",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -74,6 +77,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Yams", package: "Yams"),

@@ -95,6 +95,18 @@ extension MQTTProperties {
 
     /// Copies what we expose from a libmosquitto property list (which the library frees
     /// after the callback returns).
+    /// Only the correlation data of `list` (one copy; the rest is left alone).
+    init(correlationDataOf list: OpaquePointer?) {
+        self.init()
+        let identifier = Int32(MQTT_PROP_CORRELATION_DATA.rawValue)
+        var value: UnsafeMutableRawPointer? = nil
+        var length: UInt16 = 0
+        if mosquitto_property_read_binary(list, identifier, &value, &length, false) != nil {
+            correlationData = value.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(length))) } ?? []
+        }
+        free(value)
+    }
+
     init(copying list: OpaquePointer?) {
         self.init()
         var property = list

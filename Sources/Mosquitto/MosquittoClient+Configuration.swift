@@ -46,6 +46,9 @@ extension MosquittoClient {
         /// costs several allocations per message (each string is copied twice); a client that
         /// never reads them turns this off, and its messages carry empty properties.
         public var receivesProperties: Bool
+        /// With ``receivesProperties`` off: whether received messages still carry their
+        /// correlation data (one copy, nothing else). Default false.
+        public var receivesCorrelationData: Bool
 
         /// A configuration with the given identity and defaults for everything else.
         public init(clientID: String, host: String = "127.0.0.1", port: Int = 1883) {
@@ -65,6 +68,7 @@ extension MosquittoClient {
             self.acknowledgement = .automatic
             self.connectTimeout = 10
             self.receivesProperties = true
+            self.receivesCorrelationData = false
         }
     }
 

@@ -926,6 +926,14 @@ private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeM
 
 // MARK: libmosquitto callbacks (run on the loop thread, inside loop_read/loop_write)
 
+/// The properties a received message carries, as the configuration asks.
+private func receivedProperties(_ list: OpaquePointer?, _ configuration: MosquittoClient.Configuration) -> MQTTProperties {
+    guard let list else { return MQTTProperties() }
+    if configuration.receivesProperties { return MQTTProperties(copying: list) }
+    if configuration.receivesCorrelationData { return MQTTProperties(correlationDataOf: list) }
+    return MQTTProperties()
+}
+
 @inline(__always)
 private func client(_ userdata: UnsafeMutableRawPointer?) -> MosquittoClient {
     Unmanaged<MosquittoClient>.fromOpaque(userdata!).takeUnretainedValue()
@@ -960,7 +968,7 @@ private let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?,
         qos: QoS(rawValue: UInt8(clamping: raw.qos)) ?? .atMostOnce,
         retain: raw.retain,
         dup: MosquittoLibrary.canReadDupFlag ? cmosq_message_dup(message) : false,
-        properties: properties == nil || !receiver.configuration.receivesProperties ? MQTTProperties() : MQTTProperties(copying: properties))
+        properties: receivedProperties(properties, receiver.configuration))
     receiver.assumeIsolated { $0.handleMessage(received) }
 }
 

@@ -33,24 +33,6 @@ struct EmbeddedBrokerSecurityTests {
         }
     }
 
-    /// The next DELIVERY `device` gets (ACKed), skipping other frames.
-    private static func nextDelivery(_ device: TestDevice, _ what: String) async throws -> ChatDelivery {
-        while true {
-            let (frame, message) = try await device.next(within: 10, what)
-            if case .delivery(let delivery) = message {
-                try await device.ack(frame)
-                return delivery
-            }
-        }
-    }
-
-    private static func nextAck(_ device: TestDevice) async throws -> Ack {
-        while true {
-            let (_, message) = try await device.next(within: 10, "an ACK")
-            if case .ack(let ack) = message { return ack }
-        }
-    }
-
     @Test("anonymous refused; the observer sees chat, cannot forge a chat or a share, and cannot take over a device's session")
     func defaults() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-secure-\(UUID().uuidString.prefix(8))")
@@ -86,7 +68,7 @@ struct EmbeddedBrokerSecurityTests {
         let bob = try await TestDevice.connect(port: setup.tlvPort)
         try await bob.login(token: try await minter.mint(user: "bob"), device: "phone")
         #expect(try await alice.chat(to: "bob", id: "m1", text: "first").error == nil)
-        #expect(try await Self.nextDelivery(bob, "m1").messageID == "m1")
+        #expect(try await bob.nextDelivery("m1").messageID == "m1")
         var inbox: MosquittoMessage?
         while inbox == nil {
             let message = try await seen.next(within: 10, "the chat on bob's inbox")
@@ -102,27 +84,34 @@ struct EmbeddedBrokerSecurityTests {
         _ = try? await observer.publish(topic: "im/u/alice/location/share", string: share, qos: .atLeastOnce, retain: true)
         // Had the forgery been accepted, bob's session would have it before m2.
         #expect(try await alice.chat(to: "bob", id: "m2", text: "second").error == nil)
-        #expect(try await Self.nextDelivery(bob, "m2").messageID == "m2", "the forged chat never reached bob")
+        #expect(try await bob.nextDelivery("m2").messageID == "m2", "the forged chat never reached bob")
         let mallory = try await TestDevice.connect(port: setup.tlvPort)
         try await mallory.login(token: try await minter.mint(user: "mallory"), device: "phone")
         try await mallory.send(.locationWatch(LocationWatch(users: ["alice"])))
-        #expect(try await Self.nextAck(mallory).error == .forbidden, "the forged share gave mallory nothing")
+        #expect(try await mallory.nextAck().error == .forbidden, "the forged share gave mallory nothing")
 
-        // Control: the same forgery written with write access (the gateway's account) does
-        // reach bob, so the observer's was stopped by the broker, not by its shape.
+        // With write access (the gateway's own account) the same chat is still not delivered
+        // unless it carries the tag of the gateways' secret (defense in depth); with the tag
+        // it is, so what stopped the observer's forgery was the broker, not its shape.
         var writer = MosquittoClient.Configuration(clientID: "writer-\(UInt32.random(in: 0...UInt32.max))", host: "127.0.0.1", port: setup.brokerPort)
         writer.username = BrokerCredentials.gatewayUsername
         writer.password = credentials.gatewayPassword
         let gatewayAccount = makeClient(configuration: writer)
         try await gatewayAccount.connect()
-        try await gatewayAccount.publish(topic: "im/u/bob/inbox", string: forged.replacingOccurrences(of: "forged-1", with: "forged-2"), qos: .atLeastOnce)
-        #expect(try await Self.nextDelivery(bob, "the control forgery").messageID == "forged-2")
+        let unsigned = forged.replacingOccurrences(of: "forged-1", with: "forged-2")
+        try await gatewayAccount.publish(topic: "im/u/bob/inbox", string: unsigned, qos: .atLeastOnce)
+        let signed = Array(forged.replacingOccurrences(of: "forged-1", with: "signed-3").utf8)
+        let tag = MessageAuthenticator(secret: IMGWProcess.secret).tag(topic: "im/u/bob/inbox", payload: signed)
+        try await gatewayAccount.publish(
+            topic: "im/u/bob/inbox", payload: signed, qos: .atLeastOnce,
+            properties: MQTTProperties(correlationData: tag))
+        #expect(try await bob.nextDelivery("the signed control").messageID == "signed-3", "the unsigned one was dropped")
         await gatewayAccount.close()
 
         // The observer cannot use bob's device's client id; bob stays connected.
         #expect(await Self.isRefused(try Self.observer(setup, clientID: "imgw/bob/phone")), "a device's client id")
         #expect(try await alice.chat(to: "bob", id: "m3", text: "third").error == nil)
-        #expect(try await Self.nextDelivery(bob, "m3").messageID == "m3", "bob's session survived")
+        #expect(try await bob.nextDelivery("m3").messageID == "m3", "bob's session survived")
         #expect(bob.isActive)
 
         await observer.close()

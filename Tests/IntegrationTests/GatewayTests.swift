@@ -386,6 +386,41 @@ struct GatewayTests {
         await gateway.stop()
     }
 
+    @Test("a broker anyone may write to (anonymous, no ACL): a forged chat, receipt and share are not taken for a gateway's")
+    func forgeriesOnAPermissiveBroker() async throws {
+        let gateway = try await TestGateway.start()
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await gateway.device("bob", device: "phone")
+        let mallory = try await gateway.device("mallory", device: "phone")
+        let forger = makeClient(gateway.broker)
+        try await forger.connect()
+        try await forger.publish(
+            topic: "im/u/bob/inbox", string: #"{"from":"alice","id":"forged-1","text":"pay mallory","to":"bob","ts":1700000000000,"type":"text"}"#,
+            qos: .atLeastOnce, properties: .init(correlationData: Array(repeating: 0, count: 16)))
+        try await forger.publish(
+            topic: "im/u/alice/receipts", string: #"{"by":"bob","device":"phone","ids":["m-x"],"kind":"read","ts":1700000000000}"#, qos: .atLeastOnce)
+        try await forger.publish(
+            topic: "im/u/alice/location/share", string: #"{"audience":["mallory"],"until":4102444800000,"user":"alice"}"#,
+            qos: .atLeastOnce, retain: true)
+        await forger.close()
+        // Had any been taken, it would come before these.
+        #expect(try await alice.chat(to: "bob", id: "real-1", text: "hello").error == nil)
+        #expect(try await bob.nextDelivery("alice's chat").messageID == "real-1", "the forged chat was not delivered")
+        try await bob.send(.readReceipt(ReadReceipt(to: "alice", messageID: "real-1")))
+        var notice: ReceiptNotice?
+        while notice == nil {
+            let (frame, message) = try await alice.next(within: 10, "bob's receipt")
+            if case .receiptNotice(let seen) = message {
+                try await alice.ack(frame)
+                notice = seen
+            }
+        }
+        #expect(notice?.messageID == "real-1", "the forged receipt was not passed on")
+        try await mallory.send(.locationWatch(LocationWatch(users: ["alice"])))
+        #expect(try await nextAck(mallory)?.error == .forbidden, "the forged share gave mallory nothing")
+        await gateway.stop()
+    }
+
     @Test("generic pub/sub inside the topic space; outside it is refused")
     func pubsub() async throws {
         let gateway = try await TestGateway.start { $0.pubsub.maxQoS = 1 }
@@ -458,7 +493,7 @@ struct GatewayTests {
     }
 
     /// A valid 28-byte header with the given fields (CRC of `body`).
-    private static func header(magic: UInt32 = 0xDECA_FBAD, major: UInt8 = 1, type: UInt16 = 1, length: UInt32, crc: UInt32 = 0) -> [UInt8] {
+    static func header(magic: UInt32 = 0xDECA_FBAD, major: UInt8 = 1, type: UInt16 = 1, length: UInt32, crc: UInt32 = 0) -> [UInt8] {
         var buffer = ByteBuffer()
         buffer.writeInteger(magic)
         buffer.writeInteger(major)
@@ -488,10 +523,7 @@ struct GatewayTests {
         socket.send(bytes)
         let (frames, closed) = try await socket.readFramesUntilClose()
         #expect(closed, "\(what): the gateway closes the connection")
-        let notice = frames.compactMap { frame -> ErrorNotice? in
-            if case .error(let notice)? = try? IMMessage(frame: frame) { return notice }
-            return nil
-        }.first
+        let notice = errorNotices(frames).first
         #expect(notice?.code == code, "\(what): got \(String(describing: notice))")
         await gateway.stop()
     }

@@ -61,7 +61,12 @@ struct IMClientIntegrationTests {
         let mqtt = makeClient(gateway.broker)
         try await mqtt.connect()
         let copy = ChatPayload(id: "dup-1", from: "alice", to: "bob", ts: sent.serverTime ?? 0, type: "text", text: "once")
-        try await mqtt.publish(topic: "im/u/bob/inbox", payload: PayloadCodec.encode(copy), qos: .atLeastOnce)
+        // Written as a gateway writes it: with the tag of the gateways' shared secret.
+        let bytes = PayloadCodec.encode(copy)
+        let tag = MessageAuthenticator(secret: TestGateway.secret).tag(topic: "im/u/bob/inbox", payload: bytes)
+        try await mqtt.publish(
+            topic: "im/u/bob/inbox", payload: bytes, qos: .atLeastOnce,
+            properties: MQTTProperties(correlationData: tag))
         await mqtt.close()
         try await alice.send(to: "bob", text: "after", messageID: "dup-2")
 

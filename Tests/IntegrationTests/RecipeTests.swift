@@ -106,23 +106,11 @@ struct RecipeTests {
             topic: "im/u/alice/location/share", string: #"{"audience":["mallory"],"until":4102444800000,"user":"alice"}"#,
             qos: .atLeastOnce, retain: true)
         #expect(try await alice.chat(to: "bob", id: "real-1", text: "hello").error == nil)
-        var delivered: String?
-        while delivered == nil {
-            let (frame, message) = try await bob.next(within: 10, "alice's chat")
-            if case .delivery(let delivery) = message {
-                delivered = delivery.messageID
-                try await bob.ack(frame)
-            }
-        }
-        #expect(delivered == "real-1", "the forged chat never reached bob")
+        #expect(try await bob.nextDelivery("alice's chat").messageID == "real-1", "the forged chat never reached bob")
         let mallory = try await TestDevice.connect(port: port)
         try await mallory.login(token: try await minter.mint(user: "mallory"), device: "phone")
         try await mallory.send(.locationWatch(LocationWatch(users: ["alice"])))
-        var watched: Ack?
-        while watched == nil {
-            if case .ack(let ack) = try await mallory.next(within: 10, "the ACK").1 { watched = ack }
-        }
-        #expect(watched?.error == .forbidden, "the forged share gave nothing")
+        #expect(try await mallory.nextAck().error == .forbidden, "the forged share gave nothing")
         // The spy saw nothing of bob's inbox: its marker arrives first and alone.
         try await spy.publish(topic: "im/t/marker", string: "end", qos: .atLeastOnce)
         let first = try await seen.next(within: 10, "the marker")
@@ -133,15 +121,7 @@ struct RecipeTests {
         let thief = backend("imgw/bob/phone")
         try await thief.connect()
         #expect(try await alice.chat(to: "bob", id: "real-2", text: "still there?").error == nil)
-        delivered = nil
-        while delivered == nil {
-            let (frame, message) = try await bob.next(within: 10, "alice's second chat")
-            if case .delivery(let delivery) = message {
-                delivered = delivery.messageID
-                try await bob.ack(frame)
-            }
-        }
-        #expect(delivered == "real-2")
+        #expect(try await bob.nextDelivery("alice's second chat").messageID == "real-2")
         #expect(bob.isActive)
         await thief.close()
         await spy.close()

@@ -18,6 +18,8 @@ protocol DeviceSession: AnyObject, Sendable {
     var topics: GatewayTopics { get }
     /// This gateway's id, in presence payloads.
     var gatewayID: String { get }
+    /// Signs what this session publishes for other gateways, checks what it receives.
+    var authenticator: MessageAuthenticator { get }
 
     /// Hands received messages and the loss of the connection to `mailbox` (from the MQTT
     /// side's thread). Chat deliveries and pub/sub messages wait for the device's ACK
@@ -67,18 +69,22 @@ extension DeviceSession {
     /// whatever the frame claimed.
     func chatPublish(_ chat: ChatSend, serverTime: UInt64) -> OutgoingPublish {
         let payload = ChatPayload(send: chat, from: user, serverTime: serverTime)
+        let topic = topics.inbox(user: chat.to)
+        let bytes = PayloadCodec.encode(payload)
         return OutgoingPublish(
-            topic: topics.inbox(user: chat.to), payload: PayloadCodec.encode(payload),
+            topic: topic, payload: bytes,
             qos: chat.qos == .exactlyOnce ? .exactlyOnce : .atLeastOnce,
-            properties: .gateway(sender: user, messageID: chat.messageID))
+            properties: .gateway(sender: user, messageID: chat.messageID, tag: authenticator.tag(topic: topic, payload: bytes)))
     }
 
     /// One receipt of `kind` for `messageIDs` (at least one) of `sender`.
     func receipt(_ kind: ReceiptPayload.Kind, to sender: String, messageIDs: [String]) -> OutgoingPublish {
         let payload = ReceiptPayload(kind: kind, ids: messageIDs, by: user, device: device, ts: unixMilliseconds())
+        let topic = topics.receipts(user: sender)
+        let bytes = PayloadCodec.encode(payload)
         return OutgoingPublish(
-            topic: topics.receipts(user: sender), payload: PayloadCodec.encode(payload),
-            qos: .atLeastOnce, properties: .gateway(sender: user, messageID: messageIDs[0]))
+            topic: topic, payload: bytes,
+            qos: .atLeastOnce, properties: .gateway(sender: user, messageID: messageIDs[0], tag: authenticator.tag(topic: topic, payload: bytes)))
     }
 
     private var shareTopic: String { topics.location(user: user) + "/share" }
@@ -87,9 +93,10 @@ extension DeviceSession {
     /// a message expiry of its duration, so every gateway knows who may watch.
     func publishShare(audience: [String], until: UInt64, duration: UInt32) async throws {
         let payload = LocationSharePayload(user: user, audience: audience, until: until)
+        let bytes = PayloadCodec.encode(payload)
         try await publish(OutgoingPublish(
-            topic: shareTopic, payload: PayloadCodec.encode(payload), qos: .atLeastOnce, retain: true,
-            properties: .gateway(sender: user, expiry: max(1, duration))))
+            topic: shareTopic, payload: bytes, qos: .atLeastOnce, retain: true,
+            properties: .gateway(sender: user, expiry: max(1, duration), tag: authenticator.tag(topic: shareTopic, payload: bytes))))
     }
 
     /// Ends the share and clears the last known position.
@@ -102,8 +109,10 @@ extension DeviceSession {
     /// expiry (the shorter of the configured retention and what is left of the share).
     func publishLocation(_ update: LocationUpdate, expiry: UInt32) async throws {
         let payload = LocationPayload(update: update, user: user, device: device)
+        let topic = topics.location(user: user)
+        let bytes = PayloadCodec.encode(payload)
         try await publish(OutgoingPublish(
-            topic: topics.location(user: user), payload: PayloadCodec.encode(payload), qos: .atMostOnce, retain: true,
-            properties: .gateway(sender: user, expiry: max(1, expiry))))
+            topic: topic, payload: bytes, qos: .atMostOnce, retain: true,
+            properties: .gateway(sender: user, expiry: max(1, expiry), tag: authenticator.tag(topic: topic, payload: bytes))))
     }
 }

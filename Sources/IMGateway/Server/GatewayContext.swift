@@ -9,6 +9,8 @@ final class GatewayContext: Sendable {
     let broker: BrokerEndpoint
     let topics: GatewayTopics
     let verifier: TokenVerifier
+    /// Signs and checks what gateways write on the broker (from `auth.jwt_secret`).
+    let authenticator: MessageAuthenticator
     let mqttLoop: MosquittoEventLoop
     /// Wakes connections for mail from the MQTT loop, once per event loop and turn.
     let wakeups: MailboxWakeups
@@ -37,6 +39,7 @@ final class GatewayContext: Sendable {
         self.configuration = configuration
         self.broker = broker
         self.topics = GatewayTopics(prefix: configuration.topicPrefix, pubsubSpace: configuration.pubsub.topicSpace)
+        self.authenticator = MessageAuthenticator(secret: configuration.auth.jwtSecret)
         self.verifier = TokenVerifier(secret: configuration.auth.jwtSecret, issuer: configuration.auth.issuer, leeway: configuration.auth.leeway)
         self.mqttLoop = mqttLoop
         self.wakeups = MailboxWakeups(mqttLoop: mqttLoop)
@@ -46,6 +49,21 @@ final class GatewayContext: Sendable {
         self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))
         self.connectGate = ConcurrencyGate(limit: 64)
         self.logger = logger
+    }
+
+    /// Whether `message`, on a topic only gateways write (a chat, receipt, share or position),
+    /// was written by one (``MessageAuthenticator``). One that was not is counted and logged
+    /// (the 1st, 2nd, 4th, 8th, ...). An empty payload, which clears a retained message,
+    /// carries nothing to forge.
+    func isFromAGateway(_ message: MosquittoMessage) -> Bool {
+        if message.payload.isEmpty || authenticator.isAuthentic(message) { return true }
+        let dropped = statistics.forgedMessages.add(1, ordering: .relaxed).newValue
+        if dropped.isPowerOfTwo {
+            logger.warning(
+                "dropped a message that no gateway wrote (no valid tag): is something else writing to the broker?",
+                metadata: ["topic": "\(message.topic)", "dropped": "\(dropped)"])
+        }
+        return false
     }
 
     /// The MQTT session of a device that logs in.
@@ -63,6 +81,8 @@ final class GatewayStatistics: Sendable {
     let loggedIn = Atomic<Int>(0)
     let messagesIn = Atomic<Int>(0)
     let messagesOut = Atomic<Int>(0)
+    /// Messages dropped because no gateway wrote them (``GatewayContext/isFromAGateway(_:)``).
+    let forgedMessages = Atomic<Int>(0)
 }
 
 /// Message ids each user's devices already had accepted (PROTOCOL.md 6.3: a resend of an

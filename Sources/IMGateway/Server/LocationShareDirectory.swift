@@ -70,6 +70,7 @@ final class LocationShareDirectory: Sendable {
             for await message in client.messages {
                 let levels = message.topic.split(separator: "/", omittingEmptySubsequences: false)
                 guard levels.count >= 5 else { continue }
+                guard context.isFromAGateway(message) else { continue }
                 directory.apply(sharer: String(levels[levels.count - 3]), payload: message.payload)
             }
         }

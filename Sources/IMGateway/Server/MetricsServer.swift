@@ -55,6 +55,7 @@ final class MetricsGauges: Sendable {
     private let loggedIn: Gauge
     private let messagesIn: Gauge
     private let messagesOut: Gauge
+    private let forgedMessages: Gauge
 
     init(statistics: GatewayStatistics, registry: SessionRegistry) {
         self.statistics = statistics
@@ -67,6 +68,7 @@ final class MetricsGauges: Sendable {
         loggedIn = gauge("logged_in", "", "Logged-in devices (each with its MQTT session)")
         messagesIn = gauge("chat_messages_in", "total", "Chat messages accepted from devices")
         messagesOut = gauge("messages_out", "total", "Messages written to devices")
+        forgedMessages = gauge("forged_messages_dropped", "total", "Chats, receipts, shares and positions on the broker that no gateway wrote, dropped")
     }
 
     func render() -> [UInt8] {
@@ -74,6 +76,7 @@ final class MetricsGauges: Sendable {
         loggedIn.set(Double(statistics.loggedIn.load(ordering: .relaxed)))
         messagesIn.set(Double(statistics.messagesIn.load(ordering: .relaxed)))
         messagesOut.set(Double(statistics.messagesOut.load(ordering: .relaxed)))
+        forgedMessages.set(Double(statistics.forgedMessages.load(ordering: .relaxed)))
         return prometheus.emitToBuffer()
     }
 }

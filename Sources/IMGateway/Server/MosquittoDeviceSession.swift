@@ -17,6 +17,7 @@ final class MosquittoDeviceSession: DeviceSession {
 
     var topics: GatewayTopics { context.topics }
     var gatewayID: String { context.gatewayID }
+    var authenticator: MessageAuthenticator { context.authenticator }
 
     init(user: String, device: String, receiptNotices: Bool = true, context: GatewayContext) {
         self.user = user
@@ -30,8 +31,10 @@ final class MosquittoDeviceSession: DeviceSession {
         configuration.keepalive = broker.keepalive
         configuration.maxInflightPublishes = broker.maxInflight
         configuration.acknowledgement = .manual
-        // The gateway reads payloads and topics only (the sender is in the JSON).
+        // The gateway reads payloads, topics and the correlation data (the gateways' tag,
+        // MessageAuthenticator) only.
         configuration.receivesProperties = false
+        configuration.receivesCorrelationData = true
         // The broker hands over at most this many QoS 1 messages the device has not ACKed.
         configuration.receiveMaximum = UInt16(clamping: max(1, context.configuration.limits.maxUnackedDeliveries))
         configuration.will = MosquittoClient.Will(
@@ -64,8 +67,15 @@ final class MosquittoDeviceSession: DeviceSession {
     /// the device's later ACK of it is accepted and ignored.)
     func attach(to mailbox: ConnectionMailbox) async {
         let topics = self.topics
+        let context = self.context
         await client.deliverMessages { message in
             let kind = topics.classify(message.topic)
+            switch kind {
+            case .inbox, .receipts, .location:
+                guard context.isFromAGateway(message) else { return .now }
+            default:
+                break
+            }
             mailbox.post(.message(message, kind))
             switch kind {
             case .inbox, .pubsub: return .later

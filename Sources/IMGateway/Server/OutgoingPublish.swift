@@ -18,10 +18,11 @@ struct OutgoingPublish: Sendable, Hashable {
 extension MQTTProperties {
     /// What the gateway puts on its publishes: JSON content type and the sender (and
     /// message id) as user properties, what `mosquitto_sub -V 5` shows next to the payload.
-    static func gateway(sender: String, messageID: String? = nil, expiry: UInt32? = nil) -> MQTTProperties {
+    static func gateway(sender: String, messageID: String? = nil, expiry: UInt32? = nil, tag: [UInt8]? = nil) -> MQTTProperties {
         var user = [UserProperty("sender", sender)]
         if let messageID { user.append(UserProperty("message-id", messageID)) }
-        return MQTTProperties(userProperties: user, contentType: "application/json", messageExpiryInterval: expiry, payloadIsUTF8: true)
+        return MQTTProperties(
+            userProperties: user, contentType: "application/json", messageExpiryInterval: expiry, correlationData: tag, payloadIsUTF8: true)
     }
 }
 

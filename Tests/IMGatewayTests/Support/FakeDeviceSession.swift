@@ -22,6 +22,7 @@ final class FakeDeviceSession: DeviceSession {
     let receiptNotices: Bool
     let topics: GatewayTopics
     let gatewayID = "gw-test"
+    let authenticator = MessageAuthenticator(secret: "fake-session-secret")
     /// Everything the connection asked, in order.
     let calls: AsyncStream<Call>
     fileprivate let record: AsyncStream<Call>.Continuation

@@ -11,8 +11,23 @@ final class RawSocket: @unchecked Sendable {
     // @unchecked Sendable: `fd` is immutable; reads happen on one thread at a time.
     private let fd: Int32
 
-    init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    /// Connects to 127.0.0.1:`port`, from `source` (another loopback address, as a second
+    /// host would) if given; a read gives up after `receiveTimeout` seconds without a byte.
+    init(port: Int, from source: String? = nil, receiveTimeout: Int = 10) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw TestError("socket failed: errno \(errno)") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                close(fd)
+                throw TestError("bind to \(source) failed: errno \(errno)")
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -20,15 +35,20 @@ final class RawSocket: @unchecked Sendable {
         let rc = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard rc == 0 else { throw TestError("connect to \(port) failed: errno \(errno)") }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        guard rc == 0 else {
+            close(fd)
+            throw TestError("connect to \(port) failed: errno \(errno)")
+        }
+        var timeout = timeval(tv_sec: receiveTimeout, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     deinit { close(fd) }
 
-    func send(_ bytes: [UInt8]) {
-        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    /// Sends `bytes`; false once the peer has closed (or reset) the connection.
+    @discardableResult
+    func send(_ bytes: [UInt8]) -> Bool {
+        bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
     }
 
     /// Everything the peer sends until it closes (or 10 s pass), decoded as frames. The
@@ -71,9 +91,14 @@ final class RawSocket: @unchecked Sendable {
 
     /// Encodes and sends `message` as a frame with `sequence`.
     func send(_ message: IMMessage, sequence: UInt32) throws {
+        send(try Self.bytes(of: message, sequence: sequence))
+    }
+
+    /// `message` as a frame with `sequence`, encoded.
+    static func bytes(of message: IMMessage, sequence: UInt32) throws -> [UInt8] {
         var bytes = ByteBuffer()
         try IMFrameEncoder().encode(data: message.frame(sequence: sequence, timestamp: 0, sessionID: 1), out: &bytes)
-        send(Array(bytes.readableBytesView))
+        return Array(bytes.readableBytesView)
     }
 
     private func blockingRead() throws -> (frames: [IMFrame], closed: Bool) {
@@ -95,5 +120,13 @@ final class RawSocket: @unchecked Sendable {
         var frames: [IMFrame] = []
         while let frame = try decoder.decode(buffer: &buffer) { frames.append(frame) }
         return (frames, closed)
+    }
+}
+
+/// The ERROR notices among `frames`, in order.
+func errorNotices(_ frames: [IMFrame]) -> [ErrorNotice] {
+    frames.compactMap { frame in
+        if case .error(let notice)? = try? IMMessage(frame: frame) { return notice }
+        return nil
     }
 }

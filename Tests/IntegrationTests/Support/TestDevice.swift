@@ -95,6 +95,49 @@ final class TestDevice: Sendable {
         }
     }
 
+    /// The next ACK (of `sequence` if given), skipping other frames.
+    func nextAck(of sequence: UInt32? = nil, within seconds: Double = 10) async throws -> Ack {
+        while true {
+            let (_, message) = try await next(within: seconds, "an ACK")
+            if case .ack(let ack) = message, sequence == nil || ack.sequence == sequence { return ack }
+        }
+    }
+
+    /// The next DELIVERY, ACKed, skipping other frames.
+    func nextDelivery(within seconds: Double = 10, _ what: String = "a delivery") async throws -> ChatDelivery {
+        while true {
+            let (frame, message) = try await next(within: seconds, what)
+            if case .delivery(let delivery) = message {
+                try await ack(frame)
+                return delivery
+            }
+        }
+    }
+
+    /// The next ERROR, skipping other frames.
+    func nextError(within seconds: Double = 10) async throws -> ErrorNotice {
+        while true {
+            let (_, message) = try await next(within: seconds, "an ERROR")
+            if case .error(let notice) = message { return notice }
+        }
+    }
+
+    /// Waits until the gateway closes the connection (a frame before that is skipped); throws
+    /// if it stays open for `seconds`.
+    func closed(within seconds: Double = 10) async throws {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while true {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { throw TestError("the gateway did not close the connection in \(seconds) s") }
+            do {
+                _ = try await frames.next(within: left / .seconds(1), "the close")
+            } catch {
+                if isActive { throw error }
+                return
+            }
+        }
+    }
+
     /// ACKs a frame the gateway sent (a delivery).
     func ack(_ frame: IMFrame) async throws {
         try await outbound.write(frame.ack(timestamp: 1_700_000_000))
