@@ -418,6 +418,13 @@ struct GatewayTests {
         #expect(notice?.messageID == "real-1", "the forged receipt was not passed on")
         try await mallory.send(.locationWatch(LocationWatch(users: ["alice"])))
         #expect(try await nextAck(mallory)?.error == .forbidden, "the forged share gave mallory nothing")
+        // Counted: the chat and the receipt at least (each dropped before the real one came;
+        // the share's follower may not have got to it yet).
+        let port = try #require(gateway.server.metrics?.localAddress.port)
+        let metrics = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(port)/metrics"])
+        let dropped = metrics.split(separator: "\n").first { $0.hasPrefix("imgw_forged_messages_dropped_total ") }
+            .flatMap { Double($0.split(separator: " ").last ?? "") }
+        #expect((dropped ?? 0) >= 2, "imgw_forged_messages_dropped_total: \(String(describing: dropped))")
         await gateway.stop()
     }
 
