@@ -16,8 +16,8 @@ struct TokenExpiryTests {
         let bob = try await TestDevice.connect(port: gateway.port)
         try await bob.send(.login(LoginRequest(token: try await gateway.minter.mint(user: "bob", validFor: 5), deviceID: "phone")), sessionID: 42)
         let (okFrame, ok) = try await bob.next(within: 10, "LOGIN_OK")
-        guard case .loginOK = ok else {
-            Issue.record("expected LOGIN_OK, got \(ok)")
+        guard case .loginOK(let loggedIn) = ok, let expiry = loggedIn.tokenExpiry else {
+            Issue.record("expected LOGIN_OK with the token's expiry, got \(ok)")
             return
         }
         #expect(okFrame.header.sessionID == 42)
@@ -33,6 +33,9 @@ struct TokenExpiryTests {
         try await bob.ack(deliveryFrame)
         // Nothing else is sent: the idle timeout (90 s) is far off, only the token can end it.
         let (kickFrame, next) = try await bob.next(within: 10, "the kick")
+        // Within a second of the expiry (leeway 0 here), not before it.
+        let late = Date().timeIntervalSince1970 - Double(expiry) / 1000
+        #expect(late >= -0.05 && late < 1, "the kick came \(late) s after the token's expiry")
         let kick: (IMFrame, Kick)? = if case .kick(let notice) = next { (kickFrame, notice) } else { nil }
         #expect(kick?.1.reason == .tokenExpired)
         #expect(kick?.0.header.sessionID == 42, "what the gateway sends on its own carries the LOGIN's session id")
