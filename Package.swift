@@ -27,6 +27,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.1.0"),
     ],
     targets: [
         // System libraries (apt providers so `swift build` names the missing package).
@@ -61,6 +64,14 @@ let package = Package(
             ]
         ),
 
+        // The server API's types, server and client, generated from docs/openapi.yaml by
+        // swift-openapi-generator (`make openapi`; the generated code is committed).
+        .target(
+            name: "IMGatewayAPI",
+            dependencies: [.product(name: "OpenAPIRuntime", package: "swift-openapi-runtime")],
+            exclude: ["openapi-generator-config.yaml"]
+        ),
+
         // The bridge: TLV clients on one side, one MQTT session per device on the other.
         .target(
             name: "IMGateway",
@@ -69,6 +80,10 @@ let package = Package(
                 "Mosquitto",
                 "CProcessShims",
                 "CMessageTag",
+                "IMGatewayAPI",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -164,8 +179,11 @@ let package = Package(
             name: "IMGatewayTests",
             dependencies: [
                 "IMGateway",
+                "IMGatewayAPI",
                 "IMWire",
                 "Mosquitto",
+                "CMosquitto",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]

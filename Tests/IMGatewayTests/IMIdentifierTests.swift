@@ -1,6 +1,8 @@
-@testable import IMGateway
+import CMosquitto
 import IMWire
 import Testing
+
+@testable import IMGateway
 
 @Suite("IMIdentifier")
 struct IMIdentifierTests {
@@ -49,13 +51,38 @@ struct IMIdentifierTests {
         #expect(error.description.contains("device id \"a/b\""))
     }
 
-    @Test("the control characters refused are exactly Unicode's general category Cc")
-    func controlCharactersAreCategoryCc() {
+    @Test("the characters refused besides / + # $ are exactly Unicode's controls (Cc) and non-characters")
+    func refusedAreControlsAndNoncharacters() {
         var disagreements: [UInt32] = []
         for value in UInt32(0)...0x10FFFF {
             guard let scalar = Unicode.Scalar(value), !"/+#$".unicodeScalars.contains(scalar) else { continue }
-            if IMIdentifier.isForbidden(scalar) != (scalar.properties.generalCategory == .control) { disagreements.append(value) }
+            let expected = scalar.properties.generalCategory == .control || scalar.properties.isNoncharacterCodePoint
+            if IMIdentifier.isForbidden(scalar) != expected { disagreements.append(value) }
         }
         #expect(disagreements.isEmpty, "differ at \(disagreements.prefix(10).map { String($0, radix: 16) })")
+    }
+
+    @Test("what brokers may refuse is what libmosquitto's own check refuses, for every scalar but NUL")
+    func sameAsLibmosquitto() {
+        var disagreements: [UInt32] = []
+        for value in UInt32(1)...0x10FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let utf8 = Array(String(scalar).utf8)
+            let refused = utf8.withUnsafeBufferPointer { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { mosquitto_validate_utf8($0.baseAddress, Int32($0.count)) != 0 }
+            }
+            if IMIdentifier.isRefusedByBrokers(scalar) != refused { disagreements.append(value) }
+        }
+        #expect(disagreements.isEmpty, "differ at \(disagreements.prefix(10).map { String($0, radix: 16) })")
+    }
+
+    @Test("message ids: 1 to 128 bytes without what brokers refuse; / + # $ are fine")
+    func messageIDs() {
+        for valid in ["m-1", "a/b+c#d$e", String(repeating: "x", count: 128), "李雷👋"] {
+            #expect(IMIdentifier.isValidMessageID(valid), "\(valid)")
+        }
+        for invalid in ["", String(repeating: "x", count: 129), "a\u{16}", "a\u{85}", "a" + String(Unicode.Scalar(0xFFFE)!)] {
+            #expect(!IMIdentifier.isValidMessageID(invalid), "\(invalid.unicodeScalars.map(\.value))")
+        }
     }
 }

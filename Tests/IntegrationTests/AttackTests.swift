@@ -176,6 +176,35 @@ struct AttackTests {
         await target.gateway.stop()
     }
 
+    @Test("strings the broker refuses (control characters, non-characters) in message ids, user ids and topics: refused here, and the session goes on")
+    func stringsTheBrokerRefuses() async throws {
+        let target = try await Target.start()
+        let alice = try await target.device("alice")
+        let bob = try await target.device("bob")
+        // mosquitto ends a connection whose packet carries such a string (MQTT 5 1.5.4), and
+        // libmosquitto would send the same packet again at each reconnection.
+        // (Non-characters cannot be written in a Swift string literal.)
+        func text(_ prefix: String, _ scalar: UInt32) -> String { prefix + String(Unicode.Scalar(scalar)!) }
+        for id in [text("a", 0x16), text("a", 0x85), text("a", 0x7F), text("a", 0xFFFE), text("a", 0xFDD0), text("", 0x1FFFF)] {
+            let ack = try await alice.chat(to: "bob", id: id, text: "x")
+            #expect(ack.error == .badRequest, "message id \(id.unicodeScalars.map { String($0.value, radix: 16) }): \(String(describing: ack.error))")
+        }
+        for to in [text("bob", 0xFFFE), text("bob", 0xFDEF), text("b", 0x10FFFF)] {
+            let ack = try await alice.chat(to: to, id: "to-\(to.unicodeScalars.count)", text: "x")
+            #expect(ack.error == .invalidUserID, "recipient \(to.unicodeScalars.map { String($0.value, radix: 16) })")
+        }
+        let sequence = try await alice.send(.publish(Publish(topic: text("im/t/x", 0xFFFF), payload: ByteBuffer(string: "x"), qos: .atLeastOnce)))
+        #expect(try await alice.nextAck(of: sequence).error == .invalidTopic)
+        let receipt = try await bob.send(.readReceipt(ReadReceipt(to: "alice", messageID: text("r", 0x16))))
+        #expect(try await bob.nextAck(of: receipt).error == .badRequest)
+        // Both sessions still work, in both directions.
+        #expect(try await alice.chat(to: "bob", id: "after-1", text: "still here").error == nil)
+        #expect(try await bob.nextDelivery().messageID == "after-1")
+        #expect(try await bob.chat(to: "alice", id: "after-2", text: "me too").error == nil)
+        #expect(try await alice.nextDelivery().messageID == "after-2")
+        await target.gateway.stop()
+    }
+
     @Test("location grants: no share or outside its audience is FORBIDDEN; ending the share takes the grant away")
     func locationGrants() async throws {
         let target = try await Target.start()

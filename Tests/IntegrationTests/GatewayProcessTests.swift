@@ -199,6 +199,8 @@ final class IMGWProcess: Sendable {
     let port: Int
     /// Its Prometheus endpoint.
     let metricsPort: Int
+    /// Its server API (served when started with `api: true`).
+    let apiPort: Int
     let process: ChildProcess
     let output: LogBuffer
 
@@ -208,9 +210,15 @@ final class IMGWProcess: Sendable {
         return bundle.deletingLastPathComponent().appendingPathComponent("imgw").path
     }
 
-    static func start(broker: TestBroker, port: Int? = nil, keepalive: Int = 30, brokerLines: [String] = []) async throws -> IMGWProcess {
+    /// The server API's key in `start(..., api: true)`.
+    static let apiKey = "api-test-key-0123456789abcdef0123456789"
+
+    static func start(
+        broker: TestBroker, port: Int? = nil, keepalive: Int = 30, brokerLines: [String] = [], api: Bool = false
+    ) async throws -> IMGWProcess {
         let port = port ?? freePort()
         let metricsPort = freePort()
+        let apiPort = freePort()
         let config = broker.directory.appendingPathComponent("imgw-\(port).yaml")
         try """
             auth:
@@ -220,6 +228,9 @@ final class IMGWProcess: Sendable {
             \(brokerLines.map { "  " + $0 }.joined(separator: "\n"))
             metrics:
               port: \(metricsPort)
+            api:
+              port: \(apiPort)
+              keys: [\(api ? "{name: backend, key: \(apiKey)}" : "")]
             log_level: info
             """.write(to: config, atomically: true, encoding: .utf8)
         let process = try spawn(
@@ -230,14 +241,15 @@ final class IMGWProcess: Sendable {
             process.signal(SIGKILL)
             throw TestError("imgw did not start: \(output.text.withLock { $0 })")
         }
-        let gateway = IMGWProcess(port: port, metricsPort: metricsPort, process: process, output: output)
+        let gateway = IMGWProcess(port: port, metricsPort: metricsPort, apiPort: apiPort, process: process, output: output)
         TestResources.track { _ = await gateway.stop(within: .seconds(10)) }
         return gateway
     }
 
-    private init(port: Int, metricsPort: Int, process: ChildProcess, output: LogBuffer) {
+    private init(port: Int, metricsPort: Int, apiPort: Int, process: ChildProcess, output: LogBuffer) {
         self.port = port
         self.metricsPort = metricsPort
+        self.apiPort = apiPort
         self.process = process
         self.output = output
     }

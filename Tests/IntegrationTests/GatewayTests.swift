@@ -420,7 +420,7 @@ struct GatewayTests {
         #expect(try await nextAck(mallory)?.error == .forbidden, "the forged share gave mallory nothing")
         // Counted: the chat and the receipt at least (each dropped before the real one came;
         // the share's follower may not have got to it yet).
-        let port = try #require(gateway.server.metrics?.localAddress.port)
+        let port = try #require(await gateway.server.metrics?.localAddress().port)
         let metrics = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(port)/metrics"])
         let dropped = metrics.split(separator: "\n").first { $0.hasPrefix("imgw_forged_messages_dropped_total ") }
             .flatMap { Double($0.split(separator: " ").last ?? "") }
@@ -465,7 +465,7 @@ struct GatewayTests {
     func metrics() async throws {
         let gateway = try await TestGateway.start()
         _ = try await gateway.device("alice", device: "phone")
-        let port = try #require(gateway.server.metrics?.localAddress.port)
+        let port = try #require(await gateway.server.metrics?.localAddress().port)
         let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(port)/metrics"])
         #expect(text.contains("# TYPE imgw_logged_in gauge"))
         #expect(text.contains("imgw_logged_in 1"))

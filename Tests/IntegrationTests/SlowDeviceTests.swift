@@ -29,7 +29,7 @@ struct SlowDeviceTests {
 
         // Wait until the gateway has taken every message from the broker (its messages_out
         // counter), so that reading cannot start while the flood is still arriving.
-        let metrics = try #require(gateway.server.metrics?.localAddress.port)
+        let metrics = try #require(await gateway.server.metrics?.localAddress().port)
         var handled = 0.0
         for _ in 0..<600 where handled < Double(total + 1) {
             let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(metrics)/metrics"])

@@ -105,3 +105,73 @@ extension GatewayConfiguration {
         }
     }
 }
+
+extension GatewayConfiguration {
+    /// `api`: the server API for the app backend (docs/api/openapi.yaml), served only when
+    /// `keys` holds at least one key.
+    public struct APISettings: Codable, Sendable, Hashable {
+        /// `host`: the address to bind. Default `127.0.0.1`.
+        public var host: String
+        /// `port`: the TCP port; 0 picks a free one. Default 9470.
+        public var port: Int
+        /// `keys`: who may call the API, each a name (in the log) and a bearer key.
+        public var keys: [APIKey]
+        /// `system_sender`: the sender of a message sent without `from`. Default `system`,
+        /// which the app then must not give to a user.
+        public var systemSender: String
+
+        /// Creates API settings with the defaults (no keys: off).
+        public init(host: String = "127.0.0.1", port: Int = 9470, keys: [APIKey] = [], systemSender: String = "system") {
+            self.host = host
+            self.port = port
+            self.keys = keys
+            self.systemSender = systemSender
+        }
+
+        /// Whether the API is served.
+        public var enabled: Bool { !keys.isEmpty }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case host, port, keys
+            case systemSender = "system_sender"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            try decoder.rejectUnknownKeys(CodingKeys.self)
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            let d = Self()
+            self.host = try c.value(.host, or: d.host)
+            self.port = try c.value(.port, or: d.port)
+            self.keys = try c.value(.keys, or: d.keys)
+            self.systemSender = try c.value(.systemSender, or: d.systemSender)
+        }
+    }
+
+    /// One API key: `name` (for the log) and `key` (the bearer token; at least 32 bytes).
+    public struct APIKey: Codable, Sendable, Hashable, CustomStringConvertible {
+        /// `name`: who holds the key, as the log names them.
+        public var name: String
+        /// `key`: the secret the caller sends as `Authorization: Bearer KEY`.
+        public var key: String
+
+        /// Creates a key.
+        public init(name: String, key: String) {
+            self.name = name
+            self.key = key
+        }
+
+        /// The name only: a key never goes into a log line or a message.
+        public var description: String { "API key \(name)" }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case name, key
+        }
+
+        public init(from decoder: any Decoder) throws {
+            try decoder.rejectUnknownKeys(CodingKeys.self)
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            self.name = try c.decode(String.self, forKey: .name)
+            self.key = try c.decode(String.self, forKey: .key)
+        }
+    }
+}

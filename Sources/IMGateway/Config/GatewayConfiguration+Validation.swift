@@ -72,6 +72,18 @@ extension GatewayConfiguration {
         check.range("stats_interval", self.statsInterval, 0...86400)
         check.nonEmpty("metrics.host", self.metrics.host)
         check.port("metrics.port", self.metrics.port, allowZero: true)
+        check.nonEmpty("api.host", self.api.host)
+        check.port("api.port", self.api.port, allowZero: true)
+        check.identifier("api.system_sender", self.api.systemSender)
+        var names = Set<String>()
+        var keys = Set<String>()
+        for (index, key) in self.api.keys.enumerated() {
+            check.identifier("api.keys[\(index)].name", key.name)
+            if !names.insert(key.name).inserted { check.fail("api.keys[\(index)].name", key.name.debugDescription, "is the name of another key") }
+            // The key itself is never repeated in a message.
+            if key.key.utf8.count < 32 { check.fail("api.keys[\(index)].key", "(\(key.key.utf8.count) bytes)", "is shorter than 32 bytes; use a random one") }
+            if !keys.insert(key.key).inserted { check.fail("api.keys[\(index)].key", "(of \(key.name))", "is another key's too") }
+        }
         if !Self.logLevels.contains(self.logLevel) {
             check.fail("log_level", self.logLevel.debugDescription, "is not one of \(Self.logLevels.joined(separator: ", "))")
         }
@@ -94,6 +106,9 @@ extension GatewayConfiguration {
         }
         if self.broker.tlsInsecure {
             warnings.append("broker.tls_insecure is true: the broker's certificate host name is not checked")
+        }
+        if self.api.enabled && !Self.isLoopback(self.api.host) {
+            warnings.append("api.host \(self.api.host) is reachable from the network over plain HTTP: API keys travel in clear text; put TLS in front of it")
         }
         if self.listen.tls == nil && !Self.isLoopback(self.listen.host) {
             warnings.append("listen.host \(self.listen.host) is reachable from the network without listen.tls: tokens travel in clear text")

@@ -19,6 +19,7 @@ import Foundation
 /// | `pubsub` | ``PubSubSettings``: space `t`, publish and subscribe allowed, QoS up to 2 |
 /// | `stats_interval` | 10 (0: no stats) |
 /// | `metrics` | ``MetricsSettings``: 127.0.0.1:9469, enabled |
+/// | `api` | ``APISettings``: 127.0.0.1:9470, no keys (off), `system_sender` system |
 /// | `log_level` | `info` |
 public struct GatewayConfiguration: Codable, Sendable, Hashable {
     /// `gateway_id`: names this gateway in presence payloads and the stats topic; a valid ``IMIdentifier``.
@@ -43,6 +44,8 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
     public var statsInterval: Int
     /// `metrics`: the Prometheus endpoint.
     public var metrics: MetricsSettings
+    /// `api`: the server API for the app backend.
+    public var api: APISettings
     /// `log_level`: trace, debug, info, notice, warning, error or critical.
     public var logLevel: String
 
@@ -59,6 +62,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         pubsub: PubSubSettings = PubSubSettings(),
         statsInterval: Int = 10,
         metrics: MetricsSettings = MetricsSettings(),
+        api: APISettings = APISettings(),
         logLevel: String = "info"
     ) {
         self.gatewayID = gatewayID
@@ -72,6 +76,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         self.pubsub = pubsub
         self.statsInterval = statsInterval
         self.metrics = metrics
+        self.api = api
         self.logLevel = logLevel
     }
 
@@ -88,7 +93,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         case embeddedBroker = "embedded_broker"
         case auth, limits, location, pubsub
         case statsInterval = "stats_interval"
-        case metrics
+        case metrics, api
         case logLevel = "log_level"
     }
 
@@ -107,6 +112,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         self.pubsub = try c.value(.pubsub, or: d.pubsub)
         self.statsInterval = try c.value(.statsInterval, or: d.statsInterval)
         self.metrics = try c.value(.metrics, or: d.metrics)
+        self.api = try c.value(.api, or: d.api)
         self.logLevel = try c.value(.logLevel, or: d.logLevel)
     }
 
@@ -123,6 +129,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         try c.encode(self.pubsub, forKey: .pubsub)
         try c.encode(self.statsInterval, forKey: .statsInterval)
         try c.encode(self.metrics, forKey: .metrics)
+        try c.encode(self.api, forKey: .api)
         try c.encode(self.logLevel, forKey: .logLevel)
     }
 }

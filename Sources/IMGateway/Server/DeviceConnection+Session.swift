@@ -19,6 +19,10 @@ extension DeviceConnection {
             gateway.statistics.messagesIn.add(1, ordering: .relaxed)
             startChat(chat, header)
         case .readReceipt(let receipt):
+            guard IMIdentifier.isValidMessageID(receipt.messageID) else {
+                reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: IMIdentifier.messageIDRule), to: header)
+                return
+            }
             // "delivered" before "read": gathered receipts go out first (the lane's publish
             // reaches the MQTT loop after this one).
             if !delivered.isEmpty { startUplink(receiptsDue: true) }
@@ -88,6 +92,10 @@ extension DeviceConnection {
             try IMIdentifier.validate(chat.to, kind: .user)
         } catch {
             reply(Ack.refusing(sequence: header.sequence, code: .invalidUserID, message: "\(error)"), to: header)
+            return
+        }
+        guard IMIdentifier.isValidMessageID(chat.messageID) else {
+            reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: IMIdentifier.messageIDRule), to: header)
             return
         }
         let fingerprint = ChatFingerprint(chat)

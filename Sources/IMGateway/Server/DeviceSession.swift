@@ -68,13 +68,7 @@ extension DeviceSession {
     /// A chat message for the recipient's inbox. The sender is always this session's user,
     /// whatever the frame claimed.
     func chatPublish(_ chat: ChatSend, serverTime: UInt64) -> OutgoingPublish {
-        let payload = ChatPayload(send: chat, from: user, serverTime: serverTime)
-        let topic = topics.inbox(user: chat.to)
-        let bytes = PayloadCodec.encode(payload)
-        return OutgoingPublish(
-            topic: topic, payload: bytes,
-            qos: chat.qos == .exactlyOnce ? .exactlyOnce : .atLeastOnce,
-            properties: .gateway(sender: user, messageID: chat.messageID, tag: authenticator.tag(topic: topic, payload: bytes)))
+        .chat(chat, from: user, serverTime: serverTime, topics: topics, authenticator: authenticator)
     }
 
     /// One receipt of `kind` for `messageIDs` (at least one) of `sender`.

@@ -14,10 +14,14 @@ public final class GatewayServer: Service, Sendable {
     /// Where the listener is bound (useful with port 0).
     public let localAddress: SocketAddress
     /// The Prometheus endpoint, unless `metrics.enabled` is false.
-    public let metrics: MetricsServer?
+    public let metrics: HTTPEndpoint?
+    /// The server API, when `api.keys` has a key.
+    public let api: HTTPEndpoint?
     private let serverChannel: any Channel
     private let quiesce: ServerQuiescingHelper
     private let context: GatewayContext
+    /// The server API's MQTT client, with the API.
+    private let apiBroker: APIBroker?
 
     /// Binds the listener. Nothing is accepted until `run()`.
     public static func bind(
@@ -79,9 +83,11 @@ public final class GatewayServer: Service, Sendable {
             logger.warning("cannot mark the listening socket close-on-exec (SwiftNIO hides its descriptor)")
         }
         let metrics = configuration.metrics.enabled
-            ? try await MetricsServer.bind(host: configuration.metrics.host, port: configuration.metrics.port, context: context, group: group)
+            ? HTTPEndpoint.metrics(host: configuration.metrics.host, port: configuration.metrics.port, context: context)
             : nil
-        return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics)
+        let apiBroker = configuration.api.enabled ? APIBroker(context: context) : nil
+        let api = try apiBroker.map { try HTTPEndpoint.api(context: context, broker: $0) }
+        return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, apiBroker: apiBroker)
     }
 
     /// The server side of TLS for device connections (`listen.tls`: PEM certificate chain
@@ -98,32 +104,44 @@ public final class GatewayServer: Service, Sendable {
         serverChannel: any Channel,
         quiesce: ServerQuiescingHelper,
         context: GatewayContext,
-        metrics: MetricsServer?
+        metrics: HTTPEndpoint?,
+        api: HTTPEndpoint?,
+        apiBroker: APIBroker?
     ) {
         self.serverChannel = serverChannel
         self.quiesce = quiesce
         self.localAddress = serverChannel.localAddress!
         self.context = context
         self.metrics = metrics
+        self.api = api
+        self.apiBroker = apiBroker
     }
 
     /// Accepts and serves connections until the listener is closed or graceful shutdown
-    /// (``shutdown()``), then waits for the last connection to finish. Its helpers (the
-    /// stats topic, the location share directory, the metrics endpoint) run as child tasks and have ended when it returns.
+    /// (``shutdown()``), then waits for the last connection to finish. Its helpers (the stats
+    /// topic, the location share directory, the HTTP endpoints) run as child tasks and have
+    /// ended when it returns. Throws when an HTTP endpoint cannot listen, before "listening".
     public func run() async throws {
-        context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
         let context = self.context
-        let metrics = self.metrics
-        await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { group in
+        let endpoints = [metrics, api].compactMap { $0 }
+        let apiBroker = self.apiBroker
+        try await withGracefulShutdownHandler {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                if let apiBroker { group.addTask { await apiBroker.run() } }
+                for endpoint in endpoints {
+                    group.addTask { try await endpoint.run() }
+                }
+                for endpoint in endpoints {
+                    let address = try await endpoint.localAddress()
+                    context.logger.info("\(endpoint.name) on HTTP", metadata: ["address": "\(address)"])
+                }
+                context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
                 group.addTask { await StatsPublisher(context: context).run() }
                 group.addTask { await LocationShareDirectory.follow(context.shares, context: context) }
-                group.addTask { try? await metrics?.run() }
                 // Connections are served by their channel handlers; this waits for the
                 // listener to close, then for the last connection to finish.
                 try? await serverChannel.closeFuture.get()
                 await context.statistics.connections.waitUntilIdle()
-                await metrics?.stop()
                 group.cancelAll()
             }
         } onGracefulShutdown: {
@@ -140,9 +158,9 @@ public final class GatewayServer: Service, Sendable {
         quiesce.initiateShutdown(promise: nil)
     }
 
-    /// Closes the listener (connections being served go on until they end).
+    /// Closes the listener (connections being served go on until they end; the HTTP
+    /// endpoints stop when ``run()`` returns).
     public func stop() async {
         try? await serverChannel.close()
-        await metrics?.stop()
     }
 }

@@ -1,3 +1,4 @@
+import IMWire
 import Mosquitto
 
 /// A publish prepared off the MQTT loop (payload encoded, topic named), to be started on it
@@ -12,6 +13,21 @@ struct OutgoingPublish: Sendable, Hashable {
     /// Hands it to `client` (see ``MosquittoClient/startPublish(topic:payload:qos:retain:properties:completion:)``).
     func start(on client: isolated MosquittoClient, completion: @escaping @Sendable (Result<Void, MosquittoError>) -> Void) throws {
         try client.startPublish(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties, completion: completion)
+    }
+}
+
+extension OutgoingPublish {
+    /// `chat` from `sender` into the recipient's inbox, as a gateway writes it (tagged).
+    static func chat(
+        _ chat: ChatSend, from sender: String, serverTime: UInt64, topics: GatewayTopics, authenticator: MessageAuthenticator
+    ) -> OutgoingPublish {
+        let payload = ChatPayload(send: chat, from: sender, serverTime: serverTime)
+        let topic = topics.inbox(user: chat.to)
+        let bytes = PayloadCodec.encode(payload)
+        return OutgoingPublish(
+            topic: topic, payload: bytes,
+            qos: chat.qos == .exactlyOnce ? .exactlyOnce : .atLeastOnce,
+            properties: .gateway(sender: sender, messageID: chat.messageID, tag: authenticator.tag(topic: topic, payload: bytes)))
     }
 }
 

@@ -31,7 +31,7 @@ extension GatewayTopics {
         let length = topic.utf8.count
         guard length > 0 else { throw .empty }
         guard length <= IMWire.topicLength.upperBound else { throw .tooLong(topic, length: length) }
-        if let bad = topic.unicodeScalars.first(where: { $0 == "$" || $0.properties.generalCategory == .control }) {
+        if let bad = topic.unicodeScalars.first(where: { $0 == "$" || IMIdentifier.isRefusedByBrokers($0) }) {
             throw .forbiddenCharacter(topic, bad)
         }
         guard self.isInsideSpace(topic) else { throw .outsideSpace(topic, space: self.pubsubRoot) }

@@ -4,10 +4,13 @@ import IMWire
 /// MQTT client ids.
 ///
 /// A valid identifier is 1 to ``maxLength`` bytes of UTF-8 and contains none of `/`, `+`,
-/// `#`, `$`, NUL or any other control character (Unicode category Cc). This is stricter than
-/// the wire rule (``IMWire/isValidIdentifier(_:)``: 1–128 bytes, no `/ + #` NUL): `$` is
-/// refused so that no level can look like a broker-internal topic, control characters so that
-/// ids stay printable in logs, and the length so that topics and client ids stay short.
+/// `#`, `$`, NUL, any other control character (Unicode category Cc) or a non-character
+/// (U+FDD0–U+FDEF, U+xxFFFE, U+xxFFFF). This is stricter than the wire rule
+/// (``IMWire/isValidIdentifier(_:)``: 1–128 bytes, no `/ + #` NUL): `$` is refused so that no
+/// level can look like a broker-internal topic; control characters and non-characters because
+/// a broker may refuse them in a topic or client id (MQTT 5 section 1.5.4; mosquitto closes the
+/// connection), and so that ids stay printable in logs; the length so that topics and client
+/// ids stay short.
 public enum IMIdentifier {
     /// What an identifier names; carried by ``IMIdentifierError`` for the message.
     public enum Kind: String, Hashable, Sendable, CaseIterable {
@@ -38,12 +41,34 @@ public enum IMIdentifier {
     static func isForbidden(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x2F, 0x2B, 0x23, 0x24: true  // / + # $
+        default: isRefusedByBrokers(scalar)
+        }
+    }
+
+    /// Whether a broker may refuse `scalar` in an MQTT UTF-8 string (a topic, a client id, a
+    /// user property): a control character or a non-character, which MQTT 5 (1.5.4) says
+    /// should not be there, and which mosquitto answers by closing the connection.
+    static func isRefusedByBrokers(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
         // General category Cc: exactly U+0000–U+001F and U+007F–U+009F, fixed by Unicode's
         // stability policy. (Asking the Unicode tables costs more than the rest of a chat
         // message's checks: ids are checked for every message.)
         case 0x00...0x1F, 0x7F...0x9F: true
+        // The non-characters, also fixed: U+FDD0–U+FDEF and the last two of every plane.
+        case 0xFDD0...0xFDEF: true
+        case let value where value & 0xFFFE == 0xFFFE: true
         default: false
         }
+    }
+
+    /// Whether `id` can be a message id: 1 to 128 bytes of UTF-8 (the wire's rule) without a
+    /// character a broker may refuse (``isRefusedByBrokers(_:)``), since the gateway puts it
+    /// into a user property of the publish.
+    /// What ``isValidMessageID(_:)`` wants, for refusals.
+    public static let messageIDRule = "a message id is 1 to 128 bytes of UTF-8 without control characters or non-characters"
+
+    public static func isValidMessageID(_ id: String) -> Bool {
+        IMWire.messageIDLength.contains(id.utf8.count) && !id.unicodeScalars.contains(where: isRefusedByBrokers)
     }
 }
 

@@ -1,0 +1,178 @@
+import Foundation
+import Logging
+import Mosquitto
+import Synchronization
+
+/// The server API's MQTT client: publishes what the API sends, and reads retained state
+/// (presence) from the broker for lookups. One per gateway, kept connected by ``run()``.
+///
+/// A lookup subscribes to the filter, then publishes a marker to a topic only this client
+/// reads. The broker queues a subscription's retained messages before it handles the marker
+/// publish that came after it, so once the marker is back, every retained message of the
+/// filter has arrived.
+final class APIBroker: Sendable {
+    /// Why a request to the broker failed: the API answers 503 for each.
+    enum Failure: Error, CustomStringConvertible {
+        case notConnected
+        case noAnswer(seconds: Double)
+
+        var description: String {
+            switch self {
+            case .notConnected: "not connected to the broker"
+            case .noAnswer(let seconds): "no answer from the broker within \(seconds) s"
+            }
+        }
+    }
+
+    private let client: MosquittoClient
+    private let markerTopic: String
+    private let logger: Logger
+    private let lookups = Mutex(Lookups())
+    /// How long a lookup waits for its marker.
+    private let timeout: Double
+
+    private struct Lookups {
+        var nextID: UInt64 = 0
+        var pending: [UInt64: Pending] = [:]
+        /// Lookups per filter, so that a filter stays subscribed while one still uses it.
+        var users: [String: Int] = [:]
+    }
+
+    private struct Pending {
+        let filter: String
+        let matches: @Sendable (String) -> Bool
+        var messages: [MosquittoMessage] = []
+        /// The lookup waiting for its marker, until the marker or the time-out.
+        var waiter: CheckedContinuation<[MosquittoMessage], any Error>?
+        /// What came first, if the lookup was not waiting yet.
+        var outcome: Result<Void, Failure>?
+    }
+
+    init(context: GatewayContext, timeout: Double = 5) {
+        let clientID = "imgw-api/\(context.gatewayID)/\(UInt32.random(in: 0...UInt32.max))"
+        var configuration = context.broker.clientConfiguration(clientID: clientID)
+        configuration.keepalive = 60
+        client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
+        markerTopic = "\(context.configuration.topicPrefix)/$api/\(clientID.replacingOccurrences(of: "/", with: "_"))"
+        logger = context.logger
+        self.timeout = timeout
+    }
+
+    /// Keeps the client connected (with backoff) and hands messages to lookups, until
+    /// cancelled.
+    func run() async {
+        let consumer = Task { for await message in client.messages { receive(message) } }
+        defer { consumer.cancel() }
+        var backoff = 1.0
+        while !Task.isCancelled {
+            do {
+                if await client.state != .connected {
+                    try await client.connect()
+                    _ = try await client.subscribe(markerTopic, qos: .atLeastOnce)
+                    backoff = 1
+                }
+                try await Task.sleep(for: .seconds(1))
+            } catch is CancellationError {
+                break
+            } catch {
+                logger.warning("the server API's broker client is not connected", metadata: ["error": "\(error)", "retry-in": "\(backoff) s"])
+                try? await Task.sleep(for: .seconds(backoff))
+                backoff = min(backoff * 2, 30)
+            }
+        }
+        try? await client.disconnect()
+        await client.close()
+        failAll(.notConnected)
+    }
+
+    /// Publishes at QoS 1 and returns once the broker has it.
+    func publish(_ message: OutgoingPublish) async throws {
+        guard await client.state == .connected else { throw Failure.notConnected }
+        try await client.publish(
+            topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain, properties: message.properties)
+    }
+
+    /// The retained messages on `filter` (and anything published there meanwhile) whose topic
+    /// `matches` accepts.
+    func retained(filter: String, matching matches: @escaping @Sendable (String) -> Bool) async throws -> [MosquittoMessage] {
+        guard await client.state == .connected else { throw Failure.notConnected }
+        let id = lookups.withLock { lookups in
+            lookups.nextID += 1
+            lookups.pending[lookups.nextID] = Pending(filter: filter, matches: matches)
+            lookups.users[filter, default: 0] += 1
+            return lookups.nextID
+        }
+        do {
+            _ = try await client.subscribe(filter, qos: .atLeastOnce)
+            try await client.publish(topic: markerTopic, payload: Array(String(id).utf8), qos: .atLeastOnce)
+            let messages = try await waitForMarker(id)
+            await release(id)
+            return messages
+        } catch {
+            await release(id)
+            throw error
+        }
+    }
+
+    private func waitForMarker(_ id: UInt64) async throws -> [MosquittoMessage] {
+        let timeout = self.timeout
+        let timer = Task {
+            try await Task.sleep(for: .seconds(timeout))
+            self.settle(id, .failure(.noAnswer(seconds: timeout)))
+        }
+        defer { timer.cancel() }
+        return try await withCheckedThrowingContinuation { waiter in
+            let outcome: Result<[MosquittoMessage], Failure>? = lookups.withLock { lookups in
+                guard let pending = lookups.pending[id] else { return .failure(.noAnswer(seconds: timeout)) }
+                switch pending.outcome {
+                case .success?: return .success(pending.messages)
+                case .failure(let failure)?: return .failure(failure)
+                case nil:
+                    lookups.pending[id]?.waiter = waiter
+                    return nil
+                }
+            }
+            if let outcome { waiter.resume(with: outcome) }
+        }
+    }
+
+    /// The marker of lookup `id` came back, or its time ran out: whichever is first counts.
+    private func settle(_ id: UInt64, _ outcome: Result<Void, Failure>) {
+        let resume: (CheckedContinuation<[MosquittoMessage], any Error>, Result<[MosquittoMessage], Failure>)? = lookups.withLock { lookups in
+            guard let pending = lookups.pending[id], pending.outcome == nil else { return nil }
+            lookups.pending[id]?.outcome = outcome
+            guard let waiter = pending.waiter else { return nil }
+            lookups.pending[id]?.waiter = nil
+            return (waiter, outcome.map { pending.messages })
+        }
+        if let (waiter, result) = resume { waiter.resume(with: result) }
+    }
+
+    /// Forgets lookup `id` and unsubscribes its filter unless another lookup uses it.
+    private func release(_ id: UInt64) async {
+        let filter: String? = lookups.withLock { lookups in
+            guard let pending = lookups.pending.removeValue(forKey: id) else { return nil }
+            let left = (lookups.users[pending.filter] ?? 1) - 1
+            lookups.users[pending.filter] = left > 0 ? left : nil
+            return left > 0 ? nil : pending.filter
+        }
+        if let filter { try? await client.unsubscribe(filter) }
+    }
+
+    private func receive(_ message: MosquittoMessage) {
+        if message.topic == markerTopic {
+            if let id = UInt64(message.payloadString) { settle(id, .success(())) }
+            return
+        }
+        lookups.withLock { lookups in
+            for (id, pending) in lookups.pending where pending.outcome == nil && pending.matches(message.topic) {
+                lookups.pending[id]?.messages.append(message)
+            }
+        }
+    }
+
+    private func failAll(_ failure: Failure) {
+        let ids = lookups.withLock { Array($0.pending.keys) }
+        for id in ids { settle(id, .failure(failure)) }
+    }
+}

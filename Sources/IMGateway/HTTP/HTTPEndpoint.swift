@@ -1,0 +1,76 @@
+import Hummingbird
+import Logging
+import NIOCore
+import NIOPosix
+
+/// One of imgw's HTTP listeners (the metrics, the server API), served by Hummingbird. It binds
+/// when it runs; ``localAddress()`` waits for that, and throws what kept it from binding.
+public final class HTTPEndpoint: Sendable {
+    /// What it serves, in log lines.
+    let name: String
+    private let application: Application<RouterResponder<GatewayRequestContext>>
+    private let bound: EventLoopPromise<SocketAddress>
+
+    init(name: String, host: String, port: Int, router: Router<GatewayRequestContext>, logger: Logger) {
+        let bound = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: SocketAddress.self)
+        self.name = name
+        self.bound = bound
+        var logger = logger
+        logger[metadataKey: "component"] = "\(name)"
+        self.application = Application(
+            router: router,
+            configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
+            onServerRunning: { channel in
+                _ = try? await channel.eventLoop.submit { CloseOnExec.mark(channel) }.get()
+                if let address = channel.localAddress { bound.succeed(address) }
+            },
+            logger: logger)
+    }
+
+    /// Where it listens, once it does.
+    public func localAddress() async throws -> SocketAddress {
+        try await bound.futureResult.get()
+    }
+
+    /// Serves until graceful shutdown or cancellation.
+    func run() async throws {
+        do {
+            try await application.run()
+            // Ended before it was bound (shut down at once): nobody waits for an address.
+            bound.fail(CancellationError())
+        } catch {
+            bound.fail(error)
+            throw error
+        }
+    }
+}
+
+/// The request context of imgw's HTTP endpoints: Hummingbird's, and the name of the caller's
+/// API key once it checked out. Each request's connection is marked close-on-exec (NIO
+/// accepts without SOCK_CLOEXEC, and Hummingbird sets up its connections itself).
+public struct GatewayRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The name of the API key the request carried, once ``APIKeyMiddleware`` accepted it.
+    public var apiKeyName: String?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = CoreRequestContextStorage(source: source)
+        let channel = source.channel
+        channel.eventLoop.execute { CloseOnExec.mark(channel) }
+    }
+}
+
+extension Response {
+    /// A JSON error body `{"error": code, "message": message}` with `status`.
+    static func error(_ status: HTTPResponse.Status, _ code: String, _ message: String) -> Response {
+        var json = PayloadJSONWriter(capacity: 64 + message.utf8.count)
+        json.beginObject()
+        json.key("error")
+        json.string(code)
+        json.key("message")
+        json.string(message)
+        json.endObject()
+        return Response(
+            status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: json.bytes)))
+    }
+}

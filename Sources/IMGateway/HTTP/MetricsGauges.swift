@@ -1,0 +1,51 @@
+import Hummingbird
+import NIOCore
+import Prometheus
+
+/// The gauges, refreshed from the gateway's counters at each scrape.
+final class MetricsGauges: Sendable {
+    let prometheus: PrometheusCollectorRegistry
+    private let statistics: GatewayStatistics
+    private let connections: Gauge
+    private let loggedIn: Gauge
+    private let messagesIn: Gauge
+    private let messagesOut: Gauge
+    private let forgedMessages: Gauge
+
+    init(statistics: GatewayStatistics, registry: SessionRegistry) {
+        self.statistics = statistics
+        let prometheus = PrometheusCollectorRegistry()
+        self.prometheus = prometheus
+        func gauge(_ name: String, _ unit: String, _ help: String) -> Gauge {
+            prometheus.makeGauge(descriptor: MetricNameDescriptor(namespace: "imgw", metricName: name, unitName: unit, helpText: help))
+        }
+        connections = gauge("connections", "", "Open TLV connections")
+        loggedIn = gauge("logged_in", "", "Logged-in devices (each with its MQTT session)")
+        messagesIn = gauge("chat_messages_in", "total", "Chat messages accepted from devices")
+        messagesOut = gauge("messages_out", "total", "Messages written to devices")
+        forgedMessages = gauge("forged_messages_dropped", "total", "Chats, receipts, shares and positions on the broker that no gateway wrote, dropped")
+    }
+
+    func render() -> [UInt8] {
+        connections.set(Double(statistics.connections.live))
+        loggedIn.set(Double(statistics.loggedIn.load(ordering: .relaxed)))
+        messagesIn.set(Double(statistics.messagesIn.load(ordering: .relaxed)))
+        messagesOut.set(Double(statistics.messagesOut.load(ordering: .relaxed)))
+        forgedMessages.set(Double(statistics.forgedMessages.load(ordering: .relaxed)))
+        return prometheus.emitToBuffer()
+    }
+}
+
+extension HTTPEndpoint {
+    /// `GET /metrics`: the gateway's counters in the Prometheus text format (other paths 404).
+    static func metrics(host: String, port: Int, context: GatewayContext) -> HTTPEndpoint {
+        let gauges = MetricsGauges(statistics: context.statistics, registry: context.registry)
+        let router = Router(context: GatewayRequestContext.self)
+        router.get("metrics") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: gauges.render())))
+        }
+        return HTTPEndpoint(name: "metrics", host: host, port: port, router: router, logger: context.logger)
+    }
+}

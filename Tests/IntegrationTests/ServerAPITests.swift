@@ -1,0 +1,158 @@
+import Foundation
+import IMGateway
+import IMWire
+import Testing
+
+/// The server API (docs/openapi.yaml) of real imgw processes on a real broker, called over
+/// HTTP by curl.
+@Suite("Server API", .stopsWhatItStarts, .timeLimit(.minutes(2)))
+struct ServerAPITests {
+    /// An answer: the status and the JSON body (nil if it is not a JSON object).
+    struct Answer {
+        let status: Int
+        let json: [String: Any]?
+        let body: String
+    }
+
+    /// `method path` on `gateway`'s API, with `key` as bearer token (none if nil) or a whole
+    /// `authorization` header, and `body` as JSON.
+    static func call(
+        _ gateway: IMGWProcess, _ method: String, _ path: String, body: String? = nil,
+        key: String? = IMGWProcess.apiKey, authorization: String? = nil
+    ) async throws -> Answer {
+        var arguments = ["-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method]
+        if let authorization {
+            arguments += ["-H", "Authorization: \(authorization)"]
+        } else if let key {
+            arguments += ["-H", "Authorization: Bearer \(key)"]
+        }
+        if let body { arguments += ["-H", "Content-Type: application/json", "--data-binary", body] }
+        arguments.append("http://127.0.0.1:\(gateway.apiPort)\(path)")
+        let output = try await run("/usr/bin/curl", arguments)
+        let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+        let text = lines.dropLast().joined(separator: "\n")
+        let json = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+        return Answer(status: Int(lines.last ?? "") ?? 0, json: json, body: text)
+    }
+
+    @Test("401 for a missing, wrong or malformed key, with nothing else said; the key never in the log")
+    func unauthorized() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let attempts: [(String, String?, String?)] = [
+            ("no header", nil, nil),
+            ("a wrong key", "not-the-key-0123456789abcdef0123456789", nil),
+            ("the key with another scheme", nil, "Basic \(IMGWProcess.apiKey)"),
+            ("bearer without a key", nil, "Bearer"),
+            ("the key with a byte more", IMGWProcess.apiKey + "x", nil),
+            ("a prefix of the key", String(IMGWProcess.apiKey.dropLast()), nil),
+        ]
+        for (what, key, authorization) in attempts {
+            for (method, path, body) in [("GET", "/v1/users/alice/presence", nil), ("POST", "/v1/users/alice/messages", #"{"id":"m","text":"x"}"#)] {
+                let answer = try await Self.call(gateway, method, path, body: body, key: key, authorization: authorization)
+                #expect(answer.status == 401, "\(what), \(method) \(path): \(answer.status) \(answer.body)")
+                #expect(answer.json?["error"] as? String == "unauthorized", "\(what): \(answer.body)")
+            }
+        }
+        // The right key works, and the log names its holder.
+        #expect(try await Self.call(gateway, "GET", "/v1/users/alice/presence").status == 200)
+        #expect(try await Self.call(gateway, "POST", "/v1/users/alice/messages", body: #"{"id":"m-1","text":"x"}"#).status == 202)
+        let log = gateway.output.text.withLock { $0 }
+        #expect(log.contains("API request refused: no valid key"))
+        #expect(log.contains("api_key=backend"), "the key's name is in the log")
+        #expect(!log.contains(IMGWProcess.apiKey.dropLast(4)), "no log line holds the key (or most of it)")
+        await gateway.stop()
+    }
+
+    @Test("a message sent through the API reaches the device; a repeat with the same id is not delivered twice; another text under that id is 409")
+    func sendMessage() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        let bob = try await TestDevice.connect(port: gateway.port)
+        try await bob.login(token: try await minter.mint(user: "bob"), device: "phone")
+
+        let body = #"{"id":"api-1","from":"alice","text":"hello from the backend"}"#
+        let first = try await Self.call(gateway, "POST", "/v1/users/bob/messages", body: body)
+        #expect(first.status == 202, "\(first.body)")
+        #expect(first.json?["repeat"] as? Bool == false)
+        #expect(first.json?["from"] as? String == "alice" && first.json?["to"] as? String == "bob")
+        let delivery = try await bob.nextDelivery()
+        #expect(delivery.messageID == "api-1" && delivery.from == "alice")
+        #expect(delivery.content.text == "hello from the backend")
+
+        let again = try await Self.call(gateway, "POST", "/v1/users/bob/messages", body: body)
+        #expect(again.status == 202)
+        #expect(again.json?["repeat"] as? Bool == true)
+        #expect(again.json?["server_time"] as? Int == first.json?["server_time"] as? Int, "answered like the first")
+        let conflict = try await Self.call(gateway, "POST", "/v1/users/bob/messages", body: #"{"id":"api-1","from":"alice","text":"something else"}"#)
+        #expect(conflict.status == 409 && conflict.json?["error"] as? String == "conflict", "\(conflict.body)")
+
+        // Without from: the system sender.
+        let system = try await Self.call(gateway, "POST", "/v1/users/bob/messages", body: #"{"id":"api-2","text":"maintenance at 2am"}"#)
+        #expect(system.status == 202 && system.json?["from"] as? String == "system")
+        let next = try await bob.nextDelivery()
+        #expect(next.messageID == "api-2" && next.from == "system", "api-1 came once, then api-2")
+        await gateway.stop()
+    }
+
+    @Test("bad requests are 400 with a JSON error: an invalid user id, a body that is not the schema's")
+    func badRequests() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let cases: [(String, String, String?)] = [
+            ("GET", "/v1/users/a%24b/presence", nil),
+            ("POST", "/v1/users/a%2Bb/messages", #"{"id":"m","text":"x"}"#),
+            ("POST", "/v1/users/bob/messages", #"{"id":"m","from":"eve#1","text":"x"}"#),
+            ("POST", "/v1/users/bob/messages", #"{"id":"","text":"x"}"#),
+            ("POST", "/v1/users/bob/messages", #"{"text":"no id"}"#),
+            ("POST", "/v1/users/bob/messages", #"{"id":"m","text":"x","extra":1}"#),
+            ("POST", "/v1/users/bob/messages", "not json"),
+            ("POST", "/v1/users/bob/messages", #"{"id":"m","text":42}"#),
+        ]
+        for (method, path, body) in cases {
+            let answer = try await Self.call(gateway, method, path, body: body)
+            #expect(answer.status == 400, "\(method) \(path) \(body ?? ""): \(answer.status) \(answer.body)")
+            #expect(answer.json?["error"] is String && answer.json?["message"] is String, "\(answer.body)")
+        }
+        await gateway.stop()
+    }
+
+    @Test("the API's presence matches the devices, whichever gateway they are on")
+    func presence() async throws {
+        let broker = try await TestBroker.start()
+        let east = try await IMGWProcess.start(broker: broker, api: true)
+        let west = try await IMGWProcess.start(broker: broker)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+
+        let nobody = try await Self.call(east, "GET", "/v1/users/carol/presence")
+        #expect(nobody.status == 200)
+        #expect(nobody.json?["online"] as? Bool == false && (nobody.json?["devices"] as? [Any])?.isEmpty == true)
+        #expect(nobody.json?["last_seen"] == nil)
+
+        let phone = try await TestDevice.connect(port: west.port)
+        try await phone.login(token: try await minter.mint(user: "carol"), device: "phone")
+        let tablet = try await TestDevice.connect(port: east.port)
+        try await tablet.login(token: try await minter.mint(user: "carol"), device: "tablet")
+        try await tablet.send(.logout(Logout()))
+        try await tablet.closed()
+
+        // Presence is published right after LOGIN_OK and at logout: ask until both show.
+        var devices: [String: String] = [:]
+        var answer: ServerAPITests.Answer?
+        for _ in 0..<50 where devices != ["phone": "online", "tablet": "offline"] {
+            answer = try await Self.call(east, "GET", "/v1/users/carol/presence")
+            devices = [:]
+            for device in answer?.json?["devices"] as? [[String: Any]] ?? [] {
+                devices[device["device"] as? String ?? "?"] = device["status"] as? String
+            }
+        }
+        #expect(devices == ["phone": "online", "tablet": "offline"], "\(answer?.body ?? "")")
+        #expect(answer?.json?["online"] as? Bool == true)
+        let phoneEntry = (answer?.json?["devices"] as? [[String: Any]])?.first { $0["device"] as? String == "phone" }
+        #expect(phoneEntry?["gateway"] is String && phoneEntry?["since"] is Int)
+        #expect(answer?.json?["last_seen"] is Int)
+        await east.stop()
+        await west.stop()
+    }
+}
