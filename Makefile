@@ -40,12 +40,20 @@ deps:
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-## The tests also need python3 (the test watchdog): Debian's, if there is none on PATH.
+## The tests also need python3 (the test watchdog): Debian's, if there is none on PATH; and
+## schemathesis (the server API's conformance run, APIConformanceTests) from PyPI, in a
+## virtual environment of its own under .build.
+SCHEMATHESIS_VERSION := 4.32.5
+SCHEMATHESIS_VENV := .build/schemathesis-venv
 test-deps: deps
-	@command -v python3 >/dev/null || { \
-	  echo "installing: python3"; \
+	@command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null || { \
+	  echo "installing: python3 python3-venv"; \
 	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
-	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends python3; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends python3 python3-venv; \
+	}
+	@$(SCHEMATHESIS_VENV)/bin/st --version 2>/dev/null | grep -q '$(SCHEMATHESIS_VERSION)' || { \
+	  echo "installing: schemathesis $(SCHEMATHESIS_VERSION) (pip, in $(SCHEMATHESIS_VENV))"; \
+	  python3 -m venv $(SCHEMATHESIS_VENV) && $(SCHEMATHESIS_VENV)/bin/python -m pip install -q --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION); \
 	}
 
 build: deps
@@ -56,14 +64,17 @@ release: deps
 
 ## Every test: the test watchdog's own tests (silent unless they fail), a bounded fuzzing run
 ## of the frame decoder, then unit tests, the protocol's test vectors, and integration tests
-## against real mosquitto brokers the tests start on free ports, under the test watchdog (the
-## test summary is the last thing printed).
+## against real mosquitto brokers the tests start on free ports, under the test watchdog, and
+## last the server API's conformance run (schemathesis against docs/openapi.yaml).
 test: test-deps
 	@out=$$(python3 -B -m unittest discover -s scripts -p 'test_*.py' 2>&1) || { \
 	  printf '%s\n' "$$out"; echo "error: the test watchdog's own tests failed (scripts/test_watchdog.py)"; exit 1; }
 	@if [ "$(FUZZ_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SECONDS); fi
 	$(SWIFT) build --build-tests
-	$(WATCHDOG) $(SWIFT) test --skip-build
+	@# The server API's schemathesis run keeps both cores busy for a while: on its own, after
+	@# the rest, so that it does not starve the timing of the others.
+	$(WATCHDOG) $(SWIFT) test --skip-build --skip APIConformanceTests
+	$(WATCHDOG) $(SWIFT) test --skip-build --filter APIConformanceTests
 
 unit-test: test-deps
 	$(WATCHDOG) $(SWIFT) test --filter '^(MosquittoTests|IMWireTests|IMGatewayTests|IMClientTests|FaultProxyTests)\.'

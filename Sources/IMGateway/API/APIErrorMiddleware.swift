@@ -9,8 +9,9 @@ import OpenAPIRuntime
 struct APIErrorMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
 
-    /// The largest request body read.
-    static let maxBodyBytes = 256 * 1024
+    /// The largest request body read: room for the longest text the API takes (65,536
+    /// characters) even if every one is written as a JSON escape pair.
+    static let maxBodyBytes = 1024 * 1024
 
     func handle(
         _ request: Request, context: GatewayRequestContext, next: (Request, GatewayRequestContext) async throws -> Response
@@ -18,7 +19,7 @@ struct APIErrorMiddleware: RouterMiddleware {
         var request = request
         do {
             _ = try await request.collectBody(upTo: Self.maxBodyBytes)
-        } catch let error as HTTPError where error.status == .contentTooLarge {
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
             return .error(.contentTooLarge, "body_too_large", "the request body is over \(Self.maxBodyBytes) bytes")
         }
         do {

@@ -13,6 +13,9 @@ struct ServerAPI: APIProtocol {
     let context: GatewayContext
     let broker: APIBroker
 
+    /// The longest text of a message (docs/openapi.yaml: `maxLength`, in characters).
+    static let maxTextLength = 65_536
+
     func sendMessage(_ input: Operations.SendMessage.Input) async throws -> Operations.SendMessage.Output {
         guard case .json(let body) = input.body else { return .badRequest(.init(body: .json(Self.error("bad_request", "the body must be JSON")))) }
         let to = input.path.user
@@ -21,10 +24,14 @@ struct ServerAPI: APIProtocol {
             try IMIdentifier.validate(to, kind: .user)
             try IMIdentifier.validate(from, kind: .user)
         } catch {
+            if case .tooLong = error { return .notFound(.init(body: .json(Self.noSuchUser(error)))) }
             return .badRequest(.init(body: .json(Self.error("invalid_user_id", "\(error)"))))
         }
         guard IMIdentifier.isValidMessageID(body.id) else {
             return .badRequest(.init(body: .json(Self.error("bad_request", IMIdentifier.messageIDRule))))
+        }
+        guard body.text.unicodeScalars.count <= Self.maxTextLength else {
+            return .badRequest(.init(body: .json(Self.error("bad_request", "text is longer than \(Self.maxTextLength) characters"))))
         }
         let chat = ChatSend(to: to, messageID: body.id, content: .text(body.text))
         let fingerprint = ChatFingerprint(chat)
@@ -61,6 +68,7 @@ struct ServerAPI: APIProtocol {
         do {
             try IMIdentifier.validate(user, kind: .user)
         } catch {
+            if case .tooLong = error { return .notFound(.init(body: .json(Self.noSuchUser(error)))) }
             return .badRequest(.init(body: .json(Self.error("invalid_user_id", "\(error)"))))
         }
         let prefix = context.topics.presenceFilter(user: user).dropLast()  // ".../presence/"
@@ -86,6 +94,12 @@ struct ServerAPI: APIProtocol {
         }
         return .ok(.init(body: .json(.init(
             user: user, online: list.contains { $0.status == .online }, lastSeen: devices.values.map { Int64($0.ts) }.max(), devices: list))))
+    }
+
+    /// A user id the schema allows (64 characters) that no user can have (64 bytes, the
+    /// gateway's limit, IMIdentifier): there is no such user.
+    static func noSuchUser(_ error: IMIdentifierError) -> Components.Schemas.ErrorResponse {
+        Self.error("no_such_user", "no user can have this id: \(error)")
     }
 
     static func error(_ code: String, _ message: String) -> Components.Schemas.ErrorResponse {

@@ -18,7 +18,9 @@ public import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     public enum Parameters {
-        /// A user id (1 to 64 bytes of UTF-8, none of `/ +
+        /// A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+        /// non-characters (U+FDD0–U+FDEF and U+xxFFFE, U+xxFFFF in every plane).
+        ///
         ///
         /// - Remark: Generated from `#/components/parameters/User`.
         public typealias User = Components.Schemas.Identifier

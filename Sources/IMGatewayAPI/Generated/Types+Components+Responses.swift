@@ -74,6 +74,34 @@ extension Components {
                 self.body = body
             }
         }
+        public struct NoSuchUser: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/NoSuchUser/content`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/NoSuchUser/content/application\/json`.
+                case json(Components.Schemas.ErrorResponse)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                public var json: Components.Schemas.ErrorResponse {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            public var body: Components.Responses.NoSuchUser.Body
+            /// Creates a new `NoSuchUser`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            public init(body: Components.Responses.NoSuchUser.Body) {
+                self.body = body
+            }
+        }
         public struct Conflict: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/Conflict/content`.
             @frozen public enum Body: Sendable, Hashable {

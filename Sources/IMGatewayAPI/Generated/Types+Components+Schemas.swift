@@ -26,23 +26,27 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/schemas/SendMessageRequest`.
         public struct SendMessageRequest: Codable, Hashable, Sendable {
-            /// The message id the client chose (1 to 128 bytes of UTF-8).
+            /// The message id the client chose: 1 to 128 bytes of UTF-8 without control characters
+            /// or non-characters (U+FDD0–U+FDEF and U+xxFFFE, U+xxFFFF in every plane).
+            ///
             ///
             /// - Remark: Generated from `#/components/schemas/SendMessageRequest/id`.
             public var id: Swift.String
+            /// The sender, a user id as in `Identifier`; absent or null means `api.system_sender`.
+            ///
             /// - Remark: Generated from `#/components/schemas/SendMessageRequest/from`.
-            public var from: Components.Schemas.Identifier?
+            public var from: Swift.String?
             /// - Remark: Generated from `#/components/schemas/SendMessageRequest/text`.
             public var text: Swift.String
             /// Creates a new `SendMessageRequest`.
             ///
             /// - Parameters:
-            ///   - id: The message id the client chose (1 to 128 bytes of UTF-8).
-            ///   - from:
+            ///   - id: The message id the client chose: 1 to 128 bytes of UTF-8 without control characters
+            ///   - from: The sender, a user id as in `Identifier`; absent or null means `api.system_sender`.
             ///   - text:
             public init(
                 id: Swift.String,
-                from: Components.Schemas.Identifier? = nil,
+                from: Swift.String? = nil,
                 text: Swift.String
             ) {
                 self.id = id
@@ -61,7 +65,7 @@ extension Components {
                     forKey: .id
                 )
                 self.from = try container.decodeIfPresent(
-                    Components.Schemas.Identifier.self,
+                    Swift.String.self,
                     forKey: .from
                 )
                 self.text = try container.decode(

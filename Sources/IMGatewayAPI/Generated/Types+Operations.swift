@@ -33,14 +33,16 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/users/{user}/messages/POST/path`.
             public struct Path: Sendable, Hashable {
-                /// A user id (1 to 64 bytes of UTF-8, none of `/ +
+                /// A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                /// non-characters (U+FDD0–U+FDEF and U+xxFFFE, U+xxFFFF in every plane).
+                ///
                 ///
                 /// - Remark: Generated from `#/paths/v1/users/{user}/messages/POST/path/user`.
                 public var user: Components.Parameters.User
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - user: A user id (1 to 64 bytes of UTF-8, none of `/ +
+                ///   - user: A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
                 public init(user: Components.Parameters.User) {
                     self.user = user
                 }
@@ -178,6 +180,31 @@ public enum Operations {
                     }
                 }
             }
+            /// No user can have this id: it is over 64 bytes of UTF-8, the gateway's limit (a schema
+            /// cannot count bytes; `maxLength` counts characters).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/messages/post(sendMessage)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NoSuchUser)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NoSuchUser {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The message id was used for another message.
             ///
             /// - Remark: Generated from `#/paths//v1/users/{user}/messages/post(sendMessage)/responses/409`.
@@ -201,7 +228,7 @@ public enum Operations {
                     }
                 }
             }
-            /// The body is over 256 KiB.
+            /// The body is over 1 MiB.
             ///
             /// - Remark: Generated from `#/paths//v1/users/{user}/messages/post(sendMessage)/responses/413`.
             ///
@@ -315,14 +342,16 @@ public enum Operations {
         public struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/users/{user}/presence/GET/path`.
             public struct Path: Sendable, Hashable {
-                /// A user id (1 to 64 bytes of UTF-8, none of `/ +
+                /// A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                /// non-characters (U+FDD0–U+FDEF and U+xxFFFE, U+xxFFFF in every plane).
+                ///
                 ///
                 /// - Remark: Generated from `#/paths/v1/users/{user}/presence/GET/path/user`.
                 public var user: Components.Parameters.User
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - user: A user id (1 to 64 bytes of UTF-8, none of `/ +
+                ///   - user: A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
                 public init(user: Components.Parameters.User) {
                     self.user = user
                 }
@@ -446,6 +475,31 @@ public enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No user can have this id: it is over 64 bytes of UTF-8, the gateway's limit (a schema
+            /// cannot count bytes; `maxLength` counts characters).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/presence/get(getPresence)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NoSuchUser)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NoSuchUser {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
                             response: self
                         )
                     }

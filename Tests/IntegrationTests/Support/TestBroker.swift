@@ -185,15 +185,20 @@ private func isFree(_ port: Int) -> Bool {
 /// throws with the output if it fails.
 @discardableResult
 func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) async throws -> String {
-    let process = try spawn(executable, arguments, in: directory)
-    var lines: [String] = []
-    for await line in process.lines { lines.append(line) }
-    let output = lines.joined(separator: "\n")
-    let status = await process.waitForExit()
+    let (status, output) = try await runCapturing(executable, arguments, in: directory)
     guard status == 0 else {
         throw TestError("\(executable) \(arguments.joined(separator: " ")) failed (wait status \(status)): \(output)")
     }
     return output
+}
+
+/// Runs a program to completion like `run`, and returns its wait status with its output
+/// whatever the status.
+func runCapturing(_ executable: String, _ arguments: [String], in directory: URL? = nil) async throws -> (status: Int32, output: String) {
+    let process = try spawn(executable, arguments, in: directory)
+    var lines: [String] = []
+    for await line in process.lines { lines.append(line) }
+    return (await process.waitForExit(), lines.joined(separator: "\n"))
 }
 
 extension ChildProcess {
