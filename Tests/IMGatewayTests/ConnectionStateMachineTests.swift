@@ -52,7 +52,7 @@ struct ConnectionStateMachineTests {
         frame(.heartbeat), frame(.hello), frame(.login), frame(.logout), frame(.ack), frame(.other),
         .loginSucceeded(tokenDeadline: at(3600)), .loginFailed(.authFailed, "bad token"), .tokenRefreshed(tokenDeadline: at(7200)),
         .timerFired(now: at(5)), .takenOver, .shutdown, .brokerLost("gone"), .channelClosed, .sessionEnded,
-        .loginMalformed(header(sequence: 8), .badRequest, "bad login"),
+        .loginMalformed(header(sequence: 8), .badRequest, "bad login"), .disconnected("by the app"),
     ]
 
     /// For each start, the action and the state after each of `events`, in order.
@@ -77,6 +77,7 @@ struct ConnectionStateMachineTests {
                 (.close(.error(.serverShuttingDown, "gateway shutting down", refSequence: nil)), .closing(.shutdown, session: .none)),
                 (.none, waiting), (.finish, .finished), (.none, waiting),
                 (.close(.error(.badRequest, "bad login", refSequence: 8)), .closing(.loginFailed, session: .none)),
+                (.none, waiting),
             ],
             .authenticating: [
                 (.answerHeartbeat, auth), (.answerHello, auth), (.reject(.alreadyLoggedIn, nil), auth), (.reject(.notLoggedIn, "log in first"), auth),
@@ -87,6 +88,7 @@ struct ConnectionStateMachineTests {
                 (.close(.error(.serverShuttingDown, "gateway shutting down", refSequence: nil)), .closing(.shutdown, session: .opening)),
                 (.none, auth), (.none, .closed(.connectionLost, session: .opening)), (.none, auth),
                 (.reject(.badRequest, "bad login"), auth),
+                (.close(.error(.disconnected, "by the app", refSequence: nil)), .closing(.disconnected, session: .opening)),
             ],
             .loggedIn: [
                 (.answerHeartbeat, inside), (.answerHello, inside), (.reject(.alreadyLoggedIn, nil), inside),
@@ -97,6 +99,7 @@ struct ConnectionStateMachineTests {
                 (.close(.error(.brokerUnavailable, "gone", refSequence: nil)), .closing(.brokerLost, session: .open)),
                 (.endSession(.connectionLost), .closed(.connectionLost, session: .ending)), (.none, inside),
                 (.reject(.alreadyLoggedIn, "bad login"), inside),
+                (.close(.kick(.disconnected, "by the app")), .closing(.disconnected, session: .open)),
             ],
             .closingLoginPending: with(.closing(.shutdown, session: .opening), [
                 6: (.endSession(.shutdown), .closing(.shutdown, session: .ending)),

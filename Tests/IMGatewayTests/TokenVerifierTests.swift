@@ -16,7 +16,7 @@ struct TokenVerifierTests {
     func roundTrip() async throws {
         let token = try await self.minter.mint(user: "alice", validFor: 3600, now: self.now)
         let device = try await self.verifier.verify(token, now: self.now)
-        #expect(device == AuthenticatedDevice(userID: "alice", deviceID: nil, expiresAt: self.now + 3600))
+        #expect(device == AuthenticatedDevice(userID: "alice", deviceID: nil, expiresAt: self.now + 3600, issuedAt: self.now))
 
         let bound = try await self.minter.mint(user: "bob", device: "phone-2", now: self.now)
         let bob = try await self.verifier.verify(bound, now: self.now)
@@ -169,5 +169,38 @@ struct TokenVerifierTests {
     static func base64URL(_ text: String) -> String {
         Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+}
+
+@Suite("Token revocations")
+struct TokenRevocationsTests {
+    let now = Date(timeIntervalSince1970: 1_735_689_600)
+
+    func token(issuedAt: Date?) -> AuthenticatedDevice {
+        AuthenticatedDevice(userID: "bob", expiresAt: now + 3600, issuedAt: issuedAt)
+    }
+
+    @Test("tokens issued before the cutoff second are refused, from that second on they are not; other users are untouched")
+    func cutoff() {
+        let revocations = TokenRevocations()
+        #expect(revocations.refusal(of: token(issuedAt: now - 10)) == nil)
+        revocations.revoke(user: "bob", issuedBefore: 1_735_689_600)
+        #expect(revocations.refusal(of: token(issuedAt: now - 1))?.contains("revoked") == true)
+        #expect(revocations.refusal(of: token(issuedAt: now)) == nil, "issued in the second of the revocation")
+        #expect(revocations.refusal(of: token(issuedAt: now + 0.9)) == nil)
+        #expect(revocations.refusal(of: token(issuedAt: nil))?.contains("no iat") == true, "no iat: cannot tell, refused")
+        #expect(revocations.refusal(of: AuthenticatedDevice(userID: "alice", expiresAt: now, issuedAt: now - 100)) == nil)
+    }
+
+    @Test("a later revocation moves the cutoff on, an earlier one (arriving late) does not move it back; forgetting lifts it")
+    func order() {
+        let revocations = TokenRevocations()
+        revocations.revoke(user: "bob", issuedBefore: 200)
+        revocations.revoke(user: "bob", issuedBefore: 100)
+        #expect(revocations.cutoff(user: "bob") == 200)
+        revocations.revoke(user: "bob", issuedBefore: 300)
+        #expect(revocations.cutoff(user: "bob") == 300)
+        revocations.forget(user: "bob")
+        #expect(revocations.cutoff(user: "bob") == nil)
     }
 }

@@ -155,4 +155,50 @@ struct ServerAPITests {
         await east.stop()
         await west.stop()
     }
+
+    @Test("a disconnect KICKs the device on another gateway; with revoke_tokens, the old token is refused at the next login on either gateway and a newly issued one works")
+    func disconnectAndRevoke() async throws {
+        let broker = try await TestBroker.start()
+        let east = try await IMGWProcess.start(broker: broker, api: true)
+        let west = try await IMGWProcess.start(broker: broker)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        let old = try await minter.mint(user: "bob", now: Date() - 5)
+        let phone = try await TestDevice.connect(port: west.port)
+        try await phone.login(token: old, device: "phone")
+        let tablet = try await TestDevice.connect(port: west.port)
+        try await tablet.login(token: old, device: "tablet")
+
+        // One device.
+        let one = try await Self.call(east, "POST", "/v1/users/bob/disconnect", body: #"{"device":"phone","reason":"lost phone"}"#)
+        #expect(one.status == 202 && one.json?["device"] as? String == "phone", "\(one.body)")
+        #expect(one.json?["revoked_before"] == nil)
+        let (_, kick) = try await phone.next(within: 10, "the phone's KICK")
+        #expect(kick == .kick(Kick(reason: .disconnected, message: "lost phone")))
+        try await phone.closed()
+        let sent = try await Self.call(east, "POST", "/v1/users/bob/messages", body: #"{"id":"still-1","text":"tablet?"}"#)
+        #expect(sent.status == 202)
+        #expect(try await tablet.nextDelivery().messageID == "still-1", "the tablet stayed")
+
+        // Every device, and the tokens issued so far.
+        let all = try await Self.call(east, "POST", "/v1/users/bob/disconnect", body: #"{"reason":"stolen token","revoke_tokens":true}"#)
+        #expect(all.status == 202, "\(all.body)")
+        let cutoff = try #require(all.json?["revoked_before"] as? Int)
+        #expect(abs(Double(cutoff) - Date().timeIntervalSince1970) < 5)
+        let (_, tabletKick) = try await tablet.next(within: 10, "the tablet's KICK")
+        #expect(tabletKick == .kick(Kick(reason: .disconnected, message: "stolen token")))
+        try await tablet.closed()
+        // The revocation went out before the disconnect, so both gateways know it by now.
+        for gateway in [east, west] {
+            let again = try await TestDevice.connect(port: gateway.port)
+            try await again.send(.login(LoginRequest(token: old, deviceID: "phone")))
+            let notice = try await again.nextError()
+            #expect(notice.code == .authFailed && notice.message?.contains("revoked") == true, "\(notice)")
+            try await again.closed()
+        }
+        let fresh = try await TestDevice.connect(port: west.port)
+        try await fresh.login(token: try await minter.mint(user: "bob"), device: "phone")
+        #expect(fresh.isActive)
+        await east.stop()
+        await west.stop()
+    }
 }

@@ -8,10 +8,10 @@ import OpenAPIHummingbird
 import OpenAPIRuntime
 
 /// The server API's operations (docs/openapi.yaml) on this gateway: what they publish goes
-/// through ``APIBroker``, what they read comes from the broker, so any gateway answers alike.
+/// through ``ControlClient``, what they read comes from the broker, so any gateway answers alike.
 struct ServerAPI: APIProtocol {
     let context: GatewayContext
-    let broker: APIBroker
+    let broker: ControlClient
 
     /// The longest text of a message (docs/openapi.yaml: `maxLength`, in characters).
     static let maxTextLength = 65_536
@@ -20,12 +20,10 @@ struct ServerAPI: APIProtocol {
         guard case .json(let body) = input.body else { return .badRequest(.init(body: .json(Self.error("bad_request", "the body must be JSON")))) }
         let to = input.path.user
         let from = body.from ?? context.configuration.api.systemSender
-        do {
-            try IMIdentifier.validate(to, kind: .user)
-            try IMIdentifier.validate(from, kind: .user)
-        } catch {
-            if case .tooLong = error { return .notFound(.init(body: .json(Self.noSuchUser(error)))) }
-            return .badRequest(.init(body: .json(Self.error("invalid_user_id", "\(error)"))))
+        switch Self.refusal(of: [(to, .user), (from, .user)]) {
+        case .noSuchUser(let error)?: return .notFound(.init(body: .json(error)))
+        case .invalid(let error)?: return .badRequest(.init(body: .json(error)))
+        case nil: break
         }
         guard IMIdentifier.isValidMessageID(body.id) else {
             return .badRequest(.init(body: .json(Self.error("bad_request", IMIdentifier.messageIDRule))))
@@ -65,11 +63,10 @@ struct ServerAPI: APIProtocol {
 
     func getPresence(_ input: Operations.GetPresence.Input) async throws -> Operations.GetPresence.Output {
         let user = input.path.user
-        do {
-            try IMIdentifier.validate(user, kind: .user)
-        } catch {
-            if case .tooLong = error { return .notFound(.init(body: .json(Self.noSuchUser(error)))) }
-            return .badRequest(.init(body: .json(Self.error("invalid_user_id", "\(error)"))))
+        switch Self.refusal(of: [(user, .user)]) {
+        case .noSuchUser(let error)?: return .notFound(.init(body: .json(error)))
+        case .invalid(let error)?: return .badRequest(.init(body: .json(error)))
+        case nil: break
         }
         let prefix = context.topics.presenceFilter(user: user).dropLast()  // ".../presence/"
         let messages: [MosquittoMessage]
@@ -96,10 +93,76 @@ struct ServerAPI: APIProtocol {
             user: user, online: list.contains { $0.status == .online }, lastSeen: devices.values.map { Int64($0.ts) }.max(), devices: list))))
     }
 
-    /// A user id the schema allows (64 characters) that no user can have (64 bytes, the
-    /// gateway's limit, IMIdentifier): there is no such user.
-    static func noSuchUser(_ error: IMIdentifierError) -> Components.Schemas.ErrorResponse {
-        Self.error("no_such_user", "no user can have this id: \(error)")
+    func disconnectUser(_ input: Operations.DisconnectUser.Input) async throws -> Operations.DisconnectUser.Output {
+        let user = input.path.user
+        let request: Components.Schemas.DisconnectRequest
+        switch input.body {
+        case .json(let body)?: request = body
+        case nil: request = .init()
+        }
+        switch Self.refusal(of: [(user, .user)] + (request.device.map { [($0, .device)] } ?? [])) {
+        case .noSuchUser(let error)?: return .notFound(.init(body: .json(error)))
+        case .invalid(let error)?: return .badRequest(.init(body: .json(error)))
+        case nil: break
+        }
+        let reason = request.reason ?? "disconnected by the app"
+        guard reason.unicodeScalars.count <= 256 else {
+            return .badRequest(.init(body: .json(Self.error("bad_request", "reason is longer than 256 characters"))))
+        }
+        let topics = context.topics
+        var revokedBefore: Int64?
+        do {
+            if request.revokeTokens == true {
+                let cutoff = Int64(Date().timeIntervalSince1970.rounded(.down))
+                let topic = topics.revoked(user: user)
+                let payload = PayloadCodec.encode(RevocationPayload(before: cutoff, reason: reason, user: user))
+                try await broker.publish(OutgoingPublish(
+                    topic: topic, payload: payload, qos: .atLeastOnce, retain: true,
+                    properties: .gateway(
+                        sender: user, expiry: UInt32(clamping: context.configuration.api.revocationRetention),
+                        tag: context.authenticator.tag(topic: topic, payload: payload))))
+                // This gateway refuses them at once; the others as soon as the broker tells them.
+                context.revocations.revoke(user: user, issuedBefore: cutoff)
+                revokedBefore = cutoff
+            }
+            let payload = PayloadCodec.encode(DisconnectPayload(user: user, device: request.device, reason: reason))
+            try await broker.publish(OutgoingPublish(
+                topic: topics.disconnectTopic, payload: payload, qos: .atLeastOnce,
+                properties: .gateway(sender: user, tag: context.authenticator.tag(topic: topics.disconnectTopic, payload: payload))))
+        } catch {
+            context.logger.warning(
+                "API disconnect not sent", metadata: ["user": "\(user)", "error": "\(error)", "api_key": "\(APIKeyMiddleware.caller ?? "?")"])
+            return .serviceUnavailable(.init(body: .json(Self.error("broker_unavailable", "the broker did not take the disconnect: \(error)"))))
+        }
+        context.logger.notice(
+            "API disconnect",
+            metadata: [
+                "user": "\(user)", "device": "\(request.device ?? "*")", "reason": "\(reason)",
+                "revoked-before": "\(revokedBefore.map(String.init) ?? "-")", "api_key": "\(APIKeyMiddleware.caller ?? "?")",
+            ])
+        return .accepted(.init(body: .json(.init(user: user, device: request.device, reason: reason, revokedBefore: revokedBefore))))
+    }
+
+    /// Why ids from a request are refused.
+    enum IDRefusal {
+        /// 404: an id the schema allows (64 characters) that no user or device can have (64
+        /// bytes, the gateway's limit, IMIdentifier).
+        case noSuchUser(Components.Schemas.ErrorResponse)
+        /// 400: an id with a character the gateway refuses.
+        case invalid(Components.Schemas.ErrorResponse)
+    }
+
+    /// The first refusal among `ids`, if any.
+    static func refusal(of ids: [(String, IMIdentifier.Kind)]) -> IDRefusal? {
+        for (id, kind) in ids {
+            do {
+                try IMIdentifier.validate(id, kind: kind)
+            } catch {
+                if case .tooLong = error { return .noSuchUser(Self.error("no_such_user", "no \(kind) can have this id: \(error)")) }
+                return .invalid(Self.error("invalid_user_id", "\(error)"))
+            }
+        }
+        return nil
     }
 
     static func error(_ code: String, _ message: String) -> Components.Schemas.ErrorResponse {
@@ -109,7 +172,7 @@ struct ServerAPI: APIProtocol {
 
 extension HTTPEndpoint {
     /// The server API on `api.host:api.port`, for callers with one of `api.keys`.
-    static func api(context: GatewayContext, broker: APIBroker) throws -> HTTPEndpoint {
+    static func api(context: GatewayContext, broker: ControlClient) throws -> HTTPEndpoint {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: APIKeyMiddleware(keys: context.configuration.api.keys))
         router.add(middleware: APIErrorMiddleware())

@@ -9,12 +9,15 @@ public struct AuthenticatedDevice: Hashable, Sendable {
     public var deviceID: String?
     /// When the token expires (the `exp` claim, without leeway).
     public var expiresAt: Date
+    /// When the token was issued (the optional `iat` claim), for revocations.
+    public var issuedAt: Date?
 
     /// Creates an authenticated device.
-    public init(userID: String, deviceID: String? = nil, expiresAt: Date) {
+    public init(userID: String, deviceID: String? = nil, expiresAt: Date, issuedAt: Date? = nil) {
         self.userID = userID
         self.deviceID = deviceID
         self.expiresAt = expiresAt
+        self.issuedAt = issuedAt
     }
 }
 

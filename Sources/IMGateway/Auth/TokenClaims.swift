@@ -9,6 +9,7 @@ struct VerifiedClaims: JWTPayload {
     /// NumericDate: seconds since 1970, possibly fractional.
     var exp: Double?
     var nbf: Double?
+    var iat: Double?
     var iss: String?
     var device: String?
 

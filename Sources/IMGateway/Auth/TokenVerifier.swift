@@ -54,7 +54,9 @@ public struct TokenVerifier: Sendable {
         guard now < exp + leeway else { throw .expired(at: Date(timeIntervalSince1970: exp)) }
         guard IMIdentifier.isValid(userID) else { throw .invalidUserID(userID) }
         if let device = claims.device, !IMIdentifier.isValid(device) { throw .invalidDeviceID(device) }
-        return AuthenticatedDevice(userID: userID, deviceID: claims.device, expiresAt: Date(timeIntervalSince1970: exp))
+        return AuthenticatedDevice(
+            userID: userID, deviceID: claims.device, expiresAt: Date(timeIntervalSince1970: exp),
+            issuedAt: claims.iat.map { Date(timeIntervalSince1970: $0) })
     }
 
     /// Checks the signature and decodes the claims, mapping jwt-kit's errors.

@@ -119,13 +119,20 @@ extension GatewayConfiguration {
         /// `system_sender`: the sender of a message sent without `from`. Default `system`,
         /// which the app then must not give to a user.
         public var systemSender: String
+        /// `revocation_retention`: seconds a token revocation stays on the broker; longer than
+        /// any token lives. Default 2,592,000 (30 days).
+        public var revocationRetention: Int
 
         /// Creates API settings with the defaults (no keys: off).
-        public init(host: String = "127.0.0.1", port: Int = 9470, keys: [APIKey] = [], systemSender: String = "system") {
+        public init(
+            host: String = "127.0.0.1", port: Int = 9470, keys: [APIKey] = [], systemSender: String = "system",
+            revocationRetention: Int = 2_592_000
+        ) {
             self.host = host
             self.port = port
             self.keys = keys
             self.systemSender = systemSender
+            self.revocationRetention = revocationRetention
         }
 
         /// Whether the API is served.
@@ -134,6 +141,7 @@ extension GatewayConfiguration {
         enum CodingKeys: String, CodingKey, CaseIterable {
             case host, port, keys
             case systemSender = "system_sender"
+            case revocationRetention = "revocation_retention"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -144,6 +152,7 @@ extension GatewayConfiguration {
             self.port = try c.value(.port, or: d.port)
             self.keys = try c.value(.keys, or: d.keys)
             self.systemSender = try c.value(.systemSender, or: d.systemSender)
+            self.revocationRetention = try c.value(.revocationRetention, or: d.revocationRetention)
         }
     }
 

@@ -75,6 +75,7 @@ extension GatewayConfiguration {
         check.nonEmpty("api.host", self.api.host)
         check.port("api.port", self.api.port, allowZero: true)
         check.identifier("api.system_sender", self.api.systemSender)
+        check.range("api.revocation_retention", self.api.revocationRetention, 60...Int(UInt32.max))
         var names = Set<String>()
         var keys = Set<String>()
         for (index, key) in self.api.keys.enumerated() {

@@ -21,6 +21,8 @@ extension ConnectionStateMachine {
         case timerFired(now: NIODeadline)
         /// The same device logged in on another connection.
         case takenOver
+        /// The app's backend ended the session (the server API's disconnect), for this reason.
+        case disconnected(String)
         /// The gateway is shutting down.
         case shutdown
         /// The device's MQTT connection ended, for this reason.
@@ -79,6 +81,9 @@ extension ConnectionStateMachine {
         case .takenOver:
             if self.state == .awaitingLogin { return .none }
             return self.close(.takenOver, code: .sessionTakenOver, "logged in elsewhere")
+        case .disconnected(let why):
+            if self.state == .awaitingLogin { return .none }
+            return self.close(.disconnected, code: .disconnected, why)
         case .shutdown:
             return self.close(.shutdown, code: .serverShuttingDown, "gateway shutting down")
         case .brokerLost(let why):
@@ -175,7 +180,7 @@ extension ConnectionStateMachine {
         case .sessionEnded:
             guard session == .ending else { return .none }
             return self.sessionGone(reason: reason, channelOpen: channelOpen)
-        case .frameReceived, .loginMalformed, .tokenRefreshed, .timerFired, .takenOver, .shutdown, .brokerLost:
+        case .frameReceived, .loginMalformed, .tokenRefreshed, .timerFired, .takenOver, .disconnected, .shutdown, .brokerLost:
             return .none
         }
     }

@@ -107,6 +107,9 @@ public struct ConnectionStateMachine: Sendable {
         case logout
         /// The same device logged in elsewhere: leave the MQTT session to the new connection.
         case takenOver
+        /// The app's backend ended the session: disconnect with the will, keeping the MQTT
+        /// session (messages wait for the next login).
+        case disconnected
         /// The gateway is shutting down: disconnect with the will, keeping the MQTT session.
         case shutdown
         /// The MQTT connection was lost: the device is told, and reconnects.

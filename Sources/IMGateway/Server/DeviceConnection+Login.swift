@@ -35,28 +35,30 @@ extension DeviceConnection {
         connection: NIOLoopBound<DeviceConnection>
     ) async {
         let loop = connection.eventLoop
-        let outcome = await login(request, gateway: gateway, mailbox: mailbox, logger: logger) {
-            // A newer login of this device.
-            try? await loop.flatSubmit { connection.value.leave(.takenOver) }.get()
+        let outcome = await login(request, gateway: gateway, mailbox: mailbox, logger: logger) { event in
+            // A newer login of this device, or the backend's disconnect.
+            try? await loop.flatSubmit { connection.value.leave(event) }.get()
         }
         loop.execute { connection.value.loginFinished(outcome) }
     }
 
     private static func login(
         _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
-        leave: @escaping @Sendable () async -> Void
+        end: @escaping @Sendable (ConnectionStateMachine.Event) async -> Void
     ) async -> LoginOutcome {
         let user: String
         let device: String
-        let expiresAt: Date
+        let token: AuthenticatedDevice
         switch await authenticate(request, gateway: gateway) {
-        case .success(let identity): (user, device, expiresAt) = identity
+        case .success(let identity): (user, device, token) = identity
         case .failure(let refusal): return .refused(refusal.code, refusal.message)
         }
+        let expiresAt = token.expiresAt
         let session = gateway.makeSession(user: user, device: device, receiptNotices: request.receiptNotices ?? true)
         // Before connecting: a resumed session's queued messages follow CONNACK at once.
         await session.attach(to: mailbox)
-        let registration = await gateway.registry.register(user: user, device: device, leave: leave)
+        let issuedAt = token.issuedAt.map { Int64($0.timeIntervalSince1970.rounded(.down)) }
+        let registration = await gateway.registry.register(user: user, device: device, issuedAt: issuedAt, end: end)
         do {
             let resumed = try await session.connect()
             if !resumed {
@@ -86,12 +88,15 @@ extension DeviceConnection {
         }
 
         /// FORBIDDEN when a verified `token` is for another user than `user`, or bound to
-        /// another device than `device` (LOGIN and TOKEN_REFRESH); `nil` when it is for them.
-        init?(token: AuthenticatedDevice, isNotFor user: String, _ device: String) {
+        /// another device than `device`; AUTH_FAILED when the user's tokens issued before it
+        /// was were revoked (LOGIN and TOKEN_REFRESH); `nil` when it is good for them.
+        init?(token: AuthenticatedDevice, isNotFor user: String, _ device: String, revocations: TokenRevocations) {
             if token.userID != user {
                 self.init(code: .forbidden, message: "the token is for user \(token.userID), not \(user)")
             } else if let bound = token.deviceID, bound != device {
                 self.init(code: .forbidden, message: "the token is for device \(bound), not \(device)")
+            } else if let revoked = revocations.refusal(of: token) {
+                self.init(code: .authFailed, message: revoked)
             } else {
                 return nil
             }
@@ -100,7 +105,7 @@ extension DeviceConnection {
 
     /// Verifies the token; the device id comes from the LOGIN frame, else the token, else
     /// "default", and must match the token's when both say.
-    static func authenticate(_ request: LoginRequest, gateway: GatewayContext) async -> Result<(user: String, device: String, expiresAt: Date), Refusal> {
+    static func authenticate(_ request: LoginRequest, gateway: GatewayContext) async -> Result<(user: String, device: String, token: AuthenticatedDevice), Refusal> {
         let device: AuthenticatedDevice
         do {
             device = try await gateway.verifier.verify(request.token)
@@ -113,8 +118,8 @@ extension DeviceConnection {
         } catch {
             return .failure(Refusal(code: .invalidUserID, message: "\(error)"))
         }
-        if let refusal = Refusal(token: device, isNotFor: device.userID, deviceID) { return .failure(refusal) }
-        return .success((device.userID, deviceID, device.expiresAt))
+        if let refusal = Refusal(token: device, isNotFor: device.userID, deviceID, revocations: gateway.revocations) { return .failure(refusal) }
+        return .success((device.userID, deviceID, device))
     }
 
     /// The login task's outcome, back on the event loop.
@@ -196,13 +201,15 @@ extension DeviceConnection {
     func refreshToken(_ token: String, _ header: IMFrameHeader) {
         guard let session, let loop = channelContext?.eventLoop else { return }
         let verifier = gateway.verifier
+        let revocations = gateway.revocations
         let (user, device) = (session.user, session.device)
         let connection = NIOLoopBound(self, eventLoop: loop)
         Task {
             let outcome: Result<Date, Refusal>
             do throws(AuthError) {
                 let verified = try await verifier.verify(token)
-                outcome = Refusal(token: verified, isNotFor: user, device).map { .failure($0) } ?? .success(verified.expiresAt)
+                outcome = Refusal(token: verified, isNotFor: user, device, revocations: revocations).map { .failure($0) }
+                    ?? .success(verified.expiresAt)
             } catch {
                 outcome = .failure(Refusal(code: error.errorCode, message: "\(error)"))
             }

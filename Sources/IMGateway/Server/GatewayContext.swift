@@ -9,6 +9,8 @@ final class GatewayContext: Sendable {
     let broker: BrokerEndpoint
     let topics: GatewayTopics
     let verifier: TokenVerifier
+    /// Users whose older tokens are refused (the server API's revoke).
+    let revocations = TokenRevocations()
     /// Signs and checks what gateways write on the broker (from `auth.jwt_secret`).
     let authenticator: MessageAuthenticator
     let mqttLoop: MosquittoEventLoop
@@ -115,21 +117,26 @@ actor SessionRegistry {
 
     struct Entry: Sendable {
         let id: UInt64
-        /// Makes the connection leave for the newer login: KICK, close, end the MQTT side.
-        let leave: @Sendable () async -> Void
+        /// When the token the device logged in with was issued (Unix seconds), if it says.
+        let issuedAt: Int64?
+        /// Makes the connection end the way the event says (a newer login of the device, the
+        /// backend's disconnect): KICK, close, end the MQTT side; returns once it has.
+        let end: @Sendable (ConnectionStateMachine.Event) async -> Void
     }
 
     private var nextID: UInt64 = 0
 
     /// Registers a new login; an older connection of the same device is told to leave
     /// first (it sends a KICK and closes) and awaited. Returns the registration id.
-    func register(user: String, device: String, leave: @escaping @Sendable () async -> Void) async -> UInt64 {
+    func register(
+        user: String, device: String, issuedAt: Int64?, end: @escaping @Sendable (ConnectionStateMachine.Event) async -> Void
+    ) async -> UInt64 {
         nextID += 1
         let id = nextID
         let key = user + "/" + device
         let previous = sessions[key]
-        sessions[key] = Entry(id: id, leave: leave)
-        if let previous { await previous.leave() }
+        sessions[key] = Entry(id: id, issuedAt: issuedAt, end: end)
+        if let previous { await previous.end(.takenOver) }
         return id
     }
 
@@ -137,6 +144,14 @@ actor SessionRegistry {
     func unregister(user: String, device: String, id: UInt64) {
         let key = user + "/" + device
         if sessions[key]?.id == id { sessions[key] = nil }
+    }
+
+    /// The sessions of `user` on this gateway (of `device` only, if given), with their device
+    /// ids. Looks at every session: for the rare disconnects and revocations.
+    func sessions(of user: String, device: String? = nil) -> [(device: String, entry: Entry)] {
+        if let device { return sessions[user + "/" + device].map { [(device, $0)] } ?? [] }
+        let prefix = user + "/"
+        return sessions.compactMap { key, entry in key.hasPrefix(prefix) ? (String(key.dropFirst(prefix.count)), entry) : nil }
     }
 
     var count: Int { sessions.count }

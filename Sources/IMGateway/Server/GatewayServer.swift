@@ -21,7 +21,9 @@ public final class GatewayServer: Service, Sendable {
     private let quiesce: ServerQuiescingHelper
     private let context: GatewayContext
     /// The server API's MQTT client, with the API.
-    private let apiBroker: APIBroker?
+    /// The gateway's control client: the backend's disconnects and revocations, the API's
+    /// publishes and lookups.
+    private let control: ControlClient
 
     /// Binds the listener. Nothing is accepted until `run()`.
     public static func bind(
@@ -85,9 +87,9 @@ public final class GatewayServer: Service, Sendable {
         let metrics = configuration.metrics.enabled
             ? HTTPEndpoint.metrics(host: configuration.metrics.host, port: configuration.metrics.port, context: context)
             : nil
-        let apiBroker = configuration.api.enabled ? APIBroker(context: context) : nil
-        let api = try apiBroker.map { try HTTPEndpoint.api(context: context, broker: $0) }
-        return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, apiBroker: apiBroker)
+        let control = ControlClient(context: context)
+        let api = configuration.api.enabled ? try HTTPEndpoint.api(context: context, broker: control) : nil
+        return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, control: control)
     }
 
     /// The server side of TLS for device connections (`listen.tls`: PEM certificate chain
@@ -106,7 +108,7 @@ public final class GatewayServer: Service, Sendable {
         context: GatewayContext,
         metrics: HTTPEndpoint?,
         api: HTTPEndpoint?,
-        apiBroker: APIBroker?
+        control: ControlClient
     ) {
         self.serverChannel = serverChannel
         self.quiesce = quiesce
@@ -114,7 +116,7 @@ public final class GatewayServer: Service, Sendable {
         self.context = context
         self.metrics = metrics
         self.api = api
-        self.apiBroker = apiBroker
+        self.control = control
     }
 
     /// Accepts and serves connections until the listener is closed or graceful shutdown
@@ -124,10 +126,10 @@ public final class GatewayServer: Service, Sendable {
     public func run() async throws {
         let context = self.context
         let endpoints = [metrics, api].compactMap { $0 }
-        let apiBroker = self.apiBroker
+        let control = self.control
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                if let apiBroker { group.addTask { await apiBroker.run() } }
+                group.addTask { await control.run() }
                 for endpoint in endpoints {
                     group.addTask { try await endpoint.run() }
                 }

@@ -160,7 +160,7 @@ final class MosquittoDeviceSession: DeviceSession {
             }
             // Aborts if deliveries are held (the will says "offline").
             try? await client.disconnect()
-        case .loginTimeout, .loginFailed, .idleTimeout, .deliveryTimeout, .tokenExpired, .shutdown, .brokerLost, .connectionLost:
+        case .loginTimeout, .loginFailed, .idleTimeout, .deliveryTimeout, .tokenExpired, .disconnected, .shutdown, .brokerLost, .connectionLost:
             // v5 DISCONNECT 0x04: the broker publishes the will now. With deliveries held,
             // the connection is dropped instead, which fires the will too.
             try? await client.disconnect(reason: .disconnectWithWill)

@@ -58,6 +58,16 @@ public struct GatewayTopics: Sendable, Hashable {
     /// `{prefix}/u/{user}/inbox`: chat messages for `user`; each of the user's devices subscribes.
     public func inbox(user: String) -> String { self.userTopic(user, "inbox") }
 
+    /// `{prefix}/u/{user}/revoked`: retained, the time before which the user's tokens are
+    /// refused (the server API's revoke).
+    public func revoked(user: String) -> String { self.userTopic(user, "revoked") }
+
+    /// `{prefix}/u/+/revoked`: every user's revocation, which every gateway follows.
+    public var revokedFilter: String { "\(self.prefix)/u/+/revoked" }
+
+    /// `{prefix}/$ctl/disconnect`: the backend's disconnects, which every gateway follows.
+    public var disconnectTopic: String { "\(self.prefix)/$ctl/disconnect" }
+
     /// `{prefix}/u/{user}/presence/{device}`: retained online/offline state of one device.
     public func presence(user: String, device: String) -> String {
         assert(IMIdentifier.isValid(device), "invalid device id")

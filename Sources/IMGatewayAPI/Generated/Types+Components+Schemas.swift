@@ -154,6 +154,123 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/DisconnectRequest`.
+        public struct DisconnectRequest: Codable, Hashable, Sendable {
+            /// Only this device's session (a device id, like a user id); all of them without it.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DisconnectRequest/device`.
+            public var device: Swift.String?
+            /// For the KICK's message (default "disconnected by the app").
+            ///
+            /// - Remark: Generated from `#/components/schemas/DisconnectRequest/reason`.
+            public var reason: Swift.String?
+            /// Also refuse every token of the user issued before now.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DisconnectRequest/revoke_tokens`.
+            public var revokeTokens: Swift.Bool?
+            /// Creates a new `DisconnectRequest`.
+            ///
+            /// - Parameters:
+            ///   - device: Only this device's session (a device id, like a user id); all of them without it.
+            ///   - reason: For the KICK's message (default "disconnected by the app").
+            ///   - revokeTokens: Also refuse every token of the user issued before now.
+            public init(
+                device: Swift.String? = nil,
+                reason: Swift.String? = nil,
+                revokeTokens: Swift.Bool? = nil
+            ) {
+                self.device = device
+                self.reason = reason
+                self.revokeTokens = revokeTokens
+            }
+            public enum CodingKeys: String, CodingKey {
+                case device
+                case reason
+                case revokeTokens = "revoke_tokens"
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.device = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .device
+                )
+                self.reason = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .reason
+                )
+                self.revokeTokens = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .revokeTokens
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "device",
+                    "reason",
+                    "revoke_tokens"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/DisconnectResponse`.
+        public struct DisconnectResponse: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DisconnectResponse/user`.
+            public var user: Swift.String
+            /// - Remark: Generated from `#/components/schemas/DisconnectResponse/device`.
+            public var device: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/DisconnectResponse/reason`.
+            public var reason: Swift.String
+            /// With revoke_tokens, tokens issued before this (Unix seconds) are refused.
+            ///
+            /// - Remark: Generated from `#/components/schemas/DisconnectResponse/revoked_before`.
+            public var revokedBefore: Swift.Int64?
+            /// Creates a new `DisconnectResponse`.
+            ///
+            /// - Parameters:
+            ///   - user:
+            ///   - device:
+            ///   - reason:
+            ///   - revokedBefore: With revoke_tokens, tokens issued before this (Unix seconds) are refused.
+            public init(
+                user: Swift.String,
+                device: Swift.String? = nil,
+                reason: Swift.String,
+                revokedBefore: Swift.Int64? = nil
+            ) {
+                self.user = user
+                self.device = device
+                self.reason = reason
+                self.revokedBefore = revokedBefore
+            }
+            public enum CodingKeys: String, CodingKey {
+                case user
+                case device
+                case reason
+                case revokedBefore = "revoked_before"
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.user = try container.decode(
+                    Swift.String.self,
+                    forKey: .user
+                )
+                self.device = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .device
+                )
+                self.reason = try container.decode(
+                    Swift.String.self,
+                    forKey: .reason
+                )
+                self.revokedBefore = try container.decodeIfPresent(
+                    Swift.Int64.self,
+                    forKey: .revokedBefore
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "user",
+                    "device",
+                    "reason",
+                    "revoked_before"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Presence`.
         public struct Presence: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Presence/user`.

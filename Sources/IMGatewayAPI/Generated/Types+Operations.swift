@@ -559,4 +559,294 @@ public enum Operations {
             }
         }
     }
+    /// End the sessions of a user (or one device), and optionally refuse their older tokens.
+    ///
+    /// Every gateway that holds a session of the user (of `device` only, if given) sends it KICK
+    /// DISCONNECTED with `reason` and closes it; messages sent meanwhile wait for the next
+    /// login. With `revoke_tokens`, every token of the user issued before this second is
+    /// refused from now on, at LOGIN and TOKEN_REFRESH, by every gateway (the revocation is
+    /// retained on the broker for `api.revocation_retention`, which should be longer than any
+    /// token's lifetime); a session that logged in with such a token is ended too. A token
+    /// issued from now on works.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/users/{user}/disconnect`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)`.
+    public enum DisconnectUser {
+        public static let id: Swift.String = "disconnectUser"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/users/{user}/disconnect/POST/path`.
+            public struct Path: Sendable, Hashable {
+                /// A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                /// non-characters (U+FDD0–U+FDEF and U+xxFFFE, U+xxFFFF in every plane).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/disconnect/POST/path/user`.
+                public var user: Components.Parameters.User
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - user: A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                public init(user: Components.Parameters.User) {
+                    self.user = user
+                }
+            }
+            public var path: Operations.DisconnectUser.Input.Path
+            /// - Remark: Generated from `#/paths/v1/users/{user}/disconnect/POST/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DisconnectUser.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DisconnectUser.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.DisconnectUser.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/users/{user}/disconnect/POST/requestBody`.
+            @frozen public enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{user}/disconnect/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.DisconnectRequest)
+            }
+            public var body: Operations.DisconnectUser.Input.Body?
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            public init(
+                path: Operations.DisconnectUser.Input.Path,
+                headers: Operations.DisconnectUser.Input.Headers = .init(),
+                body: Operations.DisconnectUser.Input.Body? = nil
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{user}/disconnect/POST/responses/202/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/users/{user}/disconnect/POST/responses/202/content/application\/json`.
+                    case json(Components.Schemas.DisconnectResponse)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.DisconnectResponse {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.DisconnectUser.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.DisconnectUser.Output.Accepted.Body) {
+                    self.body = body
+                }
+            }
+            /// Published to every gateway (and the revocation retained).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.DisconnectUser.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            public var accepted: Operations.DisconnectUser.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The path or body is not what the API takes (the message says what).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No key, or not one of the configured keys.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No user can have this id: it is over 64 bytes of UTF-8, the gateway's limit (a schema
+            /// cannot count bytes; `maxLength` counts characters).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NoSuchUser)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NoSuchUser {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is over 1 MiB.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.TooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            public var contentTooLarge: Components.Responses.TooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            public var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The broker cannot be reached now; retry later.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
 }

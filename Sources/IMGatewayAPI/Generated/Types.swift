@@ -39,6 +39,20 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/users/{user}/presence`.
     /// - Remark: Generated from `#/paths//v1/users/{user}/presence/get(getPresence)`.
     func getPresence(_ input: Operations.GetPresence.Input) async throws -> Operations.GetPresence.Output
+    /// End the sessions of a user (or one device), and optionally refuse their older tokens.
+    ///
+    /// Every gateway that holds a session of the user (of `device` only, if given) sends it KICK
+    /// DISCONNECTED with `reason` and closes it; messages sent meanwhile wait for the next
+    /// login. With `revoke_tokens`, every token of the user issued before this second is
+    /// refused from now on, at LOGIN and TOKEN_REFRESH, by every gateway (the revocation is
+    /// retained on the broker for `api.revocation_retention`, which should be longer than any
+    /// token's lifetime); a session that logged in with such a token is ended too. A token
+    /// issued from now on works.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/users/{user}/disconnect`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)`.
+    func disconnectUser(_ input: Operations.DisconnectUser.Input) async throws -> Operations.DisconnectUser.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -81,6 +95,30 @@ extension APIProtocol {
         try await getPresence(Operations.GetPresence.Input(
             path: path,
             headers: headers
+        ))
+    }
+    /// End the sessions of a user (or one device), and optionally refuse their older tokens.
+    ///
+    /// Every gateway that holds a session of the user (of `device` only, if given) sends it KICK
+    /// DISCONNECTED with `reason` and closes it; messages sent meanwhile wait for the next
+    /// login. With `revoke_tokens`, every token of the user issued before this second is
+    /// refused from now on, at LOGIN and TOKEN_REFRESH, by every gateway (the revocation is
+    /// retained on the broker for `api.revocation_retention`, which should be longer than any
+    /// token's lifetime); a session that logged in with such a token is ended too. A token
+    /// issued from now on works.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/users/{user}/disconnect`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)`.
+    public func disconnectUser(
+        path: Operations.DisconnectUser.Input.Path,
+        headers: Operations.DisconnectUser.Input.Headers = .init(),
+        body: Operations.DisconnectUser.Input.Body? = nil
+    ) async throws -> Operations.DisconnectUser.Output {
+        try await disconnectUser(Operations.DisconnectUser.Input(
+            path: path,
+            headers: headers,
+            body: body
         ))
     }
 }

@@ -59,6 +59,9 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
     public static let sessionTakenOver = IMErrorCode(207)
     /// LOGIN on a connection that is already logged in.
     public static let alreadyLoggedIn = IMErrorCode(208)
+    /// The app's backend ended the session through the gateway's server API (KICK reason;
+    /// the KICK's message carries its reason).
+    public static let disconnected = IMErrorCode(209)
 
     // MARK: 3xx request: the connection stays open.
 
@@ -93,7 +96,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         .badMagic, .unsupportedVersion, .badChecksum, .bodyTooLarge, .malformedFrame, .unknownFrameType,
         .unsupportedEncryption, .unsupportedCompression, .decompressionFailed,
         .notLoggedIn, .authFailed, .tokenExpired, .forbidden, .invalidUserID, .loginTimeout, .idleTimeout,
-        .sessionTakenOver, .alreadyLoggedIn,
+        .sessionTakenOver, .alreadyLoggedIn, .disconnected,
         .badRequest, .unknownOperation, .rateLimited, .invalidTopic, .qosNotSupported, .messageIDReused, .limitReached,
         .internalError, .serverShuttingDown, .brokerUnavailable,
     ]
@@ -129,6 +132,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         206: ("IDLE_TIMEOUT", true, "No frame arrived within the idle timeout, or a DELIVERY (or QoS 1/2 PUBLISH) was not ACKed within the delivery ACK timeout (KICK reason; ERROR_MESSAGE says which)."),
         207: ("SESSION_TAKEN_OVER", true, "The same device logged in on another connection (KICK reason)."),
         208: ("ALREADY_LOGGED_IN", false, "LOGIN on a connection that is already logged in."),
+        209: ("DISCONNECTED", true, "The app's backend ended the session through the gateway's server API (KICK reason; ERROR_MESSAGE carries its reason)."),
         300: ("BAD_REQUEST", false, "A required item is missing or an item's value is invalid."),
         301: ("UNKNOWN_OPERATION", false, "The operation is unknown for this frame type."),
         302: ("RATE_LIMITED", false, "Too many frames or requests; retry later."),

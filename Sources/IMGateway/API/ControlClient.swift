@@ -3,14 +3,19 @@ import Logging
 import Mosquitto
 import Synchronization
 
-/// The server API's MQTT client: publishes what the API sends, and reads retained state
-/// (presence) from the broker for lookups. One per gateway, kept connected by ``run()``.
+/// The gateway's control client, one per gateway, kept connected by ``run()``. It follows
+/// what the app's backend asked any gateway for: disconnects (`{prefix}/$ctl/disconnect`),
+/// which end the named sessions held here with KICK DISCONNECTED, and token revocations (the
+/// retained `{prefix}/u/+/revoked`), which ``TokenRevocations`` applies at LOGIN and
+/// TOKEN_REFRESH and which also end the sessions here that logged in with an older token.
+/// Both are taken only from a gateway (``MessageAuthenticator``). For the server API it
+/// publishes, and reads retained state (presence) for lookups.
 ///
 /// A lookup subscribes to the filter, then publishes a marker to a topic only this client
 /// reads. The broker queues a subscription's retained messages before it handles the marker
 /// publish that came after it, so once the marker is back, every retained message of the
 /// filter has arrived.
-final class APIBroker: Sendable {
+final class ControlClient: Sendable {
     /// Why a request to the broker failed: the API answers 503 for each.
     enum Failure: Error, CustomStringConvertible {
         case notConnected
@@ -26,6 +31,7 @@ final class APIBroker: Sendable {
 
     private let client: MosquittoClient
     private let markerTopic: String
+    private let context: GatewayContext
     private let logger: Logger
     private let lookups = Mutex(Lookups())
     /// How long a lookup waits for its marker.
@@ -49,11 +55,12 @@ final class APIBroker: Sendable {
     }
 
     init(context: GatewayContext, timeout: Double = 5) {
-        let clientID = "imgw-api/\(context.gatewayID)/\(UInt32.random(in: 0...UInt32.max))"
+        let clientID = "imgw-ctl/\(context.gatewayID)/\(UInt32.random(in: 0...UInt32.max))"
         var configuration = context.broker.clientConfiguration(clientID: clientID)
         configuration.keepalive = 60
         client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
-        markerTopic = "\(context.configuration.topicPrefix)/$api/\(clientID.replacingOccurrences(of: "/", with: "_"))"
+        markerTopic = "\(context.configuration.topicPrefix)/$ctl/marker/\(clientID.replacingOccurrences(of: "/", with: "_"))"
+        self.context = context
         logger = context.logger
         self.timeout = timeout
     }
@@ -68,7 +75,11 @@ final class APIBroker: Sendable {
             do {
                 if await client.state != .connected {
                     try await client.connect()
-                    _ = try await client.subscribe(markerTopic, qos: .atLeastOnce)
+                    _ = try await client.subscribe([
+                        .init(markerTopic, qos: .atLeastOnce),
+                        .init(context.topics.disconnectTopic, qos: .atLeastOnce),
+                        .init(context.topics.revokedFilter, qos: .atLeastOnce),
+                    ])
                     backoff = 1
                 }
                 try await Task.sleep(for: .seconds(1))
@@ -164,6 +175,29 @@ final class APIBroker: Sendable {
             if let id = UInt64(message.payloadString) { settle(id, .success(())) }
             return
         }
+        if message.topic == context.topics.disconnectTopic {
+            guard !message.payload.isEmpty, context.isFromAGateway(message) else { return }
+            guard let disconnect = try? PayloadCodec.decode(DisconnectPayload.self, from: message.payload) else {
+                logger.warning("ignored a disconnect that cannot be read", metadata: ["payload": "\(message.payloadString)"])
+                return
+            }
+            Task { await self.disconnect(disconnect) }
+            return
+        }
+        if let user = revokedUser(message.topic) {
+            guard context.isFromAGateway(message) else { return }
+            guard !message.payload.isEmpty else {
+                context.revocations.forget(user: user)
+                return
+            }
+            guard let revocation = try? PayloadCodec.decode(RevocationPayload.self, from: message.payload), revocation.user == user else {
+                logger.warning("ignored a revocation that cannot be read", metadata: ["topic": "\(message.topic)"])
+                return
+            }
+            context.revocations.revoke(user: user, issuedBefore: revocation.before)
+            Task { await self.endRevokedSessions(of: user, reason: revocation.reason ?? "the token was revoked") }
+            return
+        }
         lookups.withLock { lookups in
             for (id, pending) in lookups.pending where pending.outcome == nil && pending.matches(message.topic) {
                 lookups.pending[id]?.messages.append(message)
@@ -174,5 +208,39 @@ final class APIBroker: Sendable {
     private func failAll(_ failure: Failure) {
         let ids = lookups.withLock { Array($0.pending.keys) }
         for id in ids { settle(id, .failure(failure)) }
+    }
+
+    /// The user of a `{prefix}/u/{user}/revoked` topic.
+    private func revokedUser(_ topic: String) -> String? {
+        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count == 4, levels[0] == context.topics.prefix, levels[1] == "u", levels[3] == "revoked" else { return nil }
+        return String(levels[2])
+    }
+
+    /// Ends the sessions `disconnect` names that this gateway holds, at once and together.
+    private func disconnect(_ disconnect: DisconnectPayload) async {
+        let sessions = await context.registry.sessions(of: disconnect.user, device: disconnect.device)
+        guard !sessions.isEmpty else { return }
+        logger.notice(
+            "disconnecting at the backend's request",
+            metadata: ["user": "\(disconnect.user)", "devices": "\(sessions.map(\.device))", "reason": "\(disconnect.reason)"])
+        await withTaskGroup(of: Void.self) { group in
+            for (_, entry) in sessions {
+                group.addTask { await entry.end(.disconnected(disconnect.reason)) }
+            }
+        }
+    }
+
+    /// Ends the sessions of `user` here whose login token is older than their revocation.
+    private func endRevokedSessions(of user: String, reason: String) async {
+        guard let cutoff = context.revocations.cutoff(user: user) else { return }
+        let sessions = await context.registry.sessions(of: user).filter { ($0.entry.issuedAt ?? .min) < cutoff }
+        guard !sessions.isEmpty else { return }
+        logger.notice("ending sessions whose token was revoked", metadata: ["user": "\(user)", "devices": "\(sessions.map(\.device))"])
+        await withTaskGroup(of: Void.self) { group in
+            for (_, entry) in sessions {
+                group.addTask { await entry.end(.disconnected(reason)) }
+            }
+        }
     }
 }
