@@ -18,6 +18,7 @@ struct IMCLI: AsyncParsableCommand {
               imcli sub --as bob news             # im/t/news hello
               imcli pub --as alice news hello     # publishes hello on im/t/news
               imcli token alice                   # a token for the local config
+              imcli admin presence bob            # the server API, with IMGW_API_KEY set
 
             --as USER mints a development token with the configuration's
             auth.jwt_secret (--config FILE, else the built-in defaults); --token
@@ -36,7 +37,7 @@ struct IMCLI: AsyncParsableCommand {
               4  timeout: no answer from the gateway in time
             """,
         version: IMGatewayInfo.version,
-        subcommands: [Send.self, Listen.self, WatchPresence.self, LocationCommand.self, Publish.self, Subscribe.self, Token.self])
+        subcommands: [Send.self, Listen.self, WatchPresence.self, LocationCommand.self, Publish.self, Subscribe.self, Token.self, Admin.self])
 
     /// Like ArgumentParser's, except that usage errors exit with 1 (not 64).
     static func main() async {

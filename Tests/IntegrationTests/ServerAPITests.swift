@@ -201,4 +201,43 @@ struct ServerAPITests {
         await east.stop()
         await west.stop()
     }
+
+    @Test("imcli admin: send, presence and disconnect --revoke through the API; exit 1 without a key, 2 for a wrong key or a refusal, 3 with no API")
+    func imcliAdmin() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        let bob = try await TestDevice.connect(port: gateway.port)
+        try await bob.login(token: try await minter.mint(user: "bob", now: Date() - 5), device: "phone")
+        let url = "http://127.0.0.1:\(gateway.apiPort)"
+        func admin(_ arguments: [String], key: String? = IMGWProcess.apiKey) async throws -> (status: Int32, output: String) {
+            try await IMClientIntegrationTests.runCLI(["admin"] + arguments + ["--url", url] + (key.map { ["--key", $0] } ?? []))
+        }
+
+        let sent = try await admin(["send", "--to", "bob", "--from", "alice", "--id", "cli-1", "hello", "--json"])
+        #expect(sent.status == 0, "\(sent.output)")
+        #expect(sent.output.contains(#""id":"cli-1""#) && sent.output.contains(#""repeat":false"#), "\(sent.output)")
+        let delivery = try await bob.nextDelivery()
+        #expect(delivery.messageID == "cli-1" && delivery.from == "alice" && delivery.content.text == "hello")
+
+        let presence = try await admin(["presence", "bob"])
+        #expect(presence.status == 0 && presence.output.contains("bob: online") && presence.output.contains("phone online"), "\(presence.output)")
+
+        let disconnected = try await admin(["disconnect", "bob", "--revoke", "--reason", "password changed"])
+        #expect(disconnected.status == 0 && disconnected.output.contains("disconnecting every device of bob (password changed); tokens issued before"), "\(disconnected.output)")
+        let (_, kick) = try await bob.next(within: 10, "bob's KICK")
+        #expect(kick == .kick(Kick(reason: .disconnected, message: "password changed")))
+
+        let noKey = try await admin(["presence", "bob"], key: nil)
+        #expect(noKey.status == 1 && noKey.output.contains("IMGW_API_KEY"), "\(noKey.output)")
+        let wrongKey = try await admin(["presence", "bob"], key: "not-the-key-0123456789abcdef0123456789")
+        #expect(wrongKey.status == 2 && wrongKey.output.contains("401 unauthorized"), "\(wrongKey.output)")
+        #expect(!wrongKey.output.contains("not-the-key"), "the key is not repeated")
+        let conflict = try await admin(["send", "--to", "bob", "--from", "alice", "--id", "cli-1", "other text"])
+        #expect(conflict.status == 2 && conflict.output.contains("409 conflict"), "\(conflict.output)")
+        let unreachable = try await IMClientIntegrationTests.runCLI(
+            ["admin", "presence", "bob", "--url", "http://127.0.0.1:\(freePort())", "--key", IMGWProcess.apiKey])
+        #expect(unreachable.status == 3 && unreachable.output.contains("cannot reach the server API"), "\(unreachable.output)")
+        await gateway.stop()
+    }
 }
