@@ -2,22 +2,28 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOPosix
+import ServiceLifecycle
 
 /// One of imgw's HTTP listeners (the metrics, the server API), served by Hummingbird. It binds
 /// when it runs; ``localAddress()`` waits for that, and throws what kept it from binding.
 public final class HTTPEndpoint: Sendable {
     /// What it serves, in log lines.
     let name: String
-    private let application: Application<RouterResponder<GatewayRequestContext>>
+    /// The application in a service group of its own, so that ``stop()`` can end it
+    /// gracefully (cancelling it makes Hummingbird log an error).
+    private let services: ServiceGroup
     private let bound: EventLoopPromise<SocketAddress>
+    /// Completed when ``run()`` returns.
+    private let ended: EventLoopPromise<Void>
 
     init(name: String, host: String, port: Int, router: Router<GatewayRequestContext>, logger: Logger) {
         let bound = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: SocketAddress.self)
         self.name = name
         self.bound = bound
+        self.ended = bound.futureResult.eventLoop.makePromise(of: Void.self)
         var logger = logger
         logger[metadataKey: "component"] = "\(name)"
-        self.application = Application(
+        let application = Application(
             router: router,
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in
@@ -25,6 +31,7 @@ public final class HTTPEndpoint: Sendable {
                 if let address = channel.localAddress { bound.succeed(address) }
             },
             logger: logger)
+        self.services = ServiceGroup(configuration: .init(services: [application], gracefulShutdownSignals: [], logger: logger))
     }
 
     /// Where it listens, once it does.
@@ -32,10 +39,11 @@ public final class HTTPEndpoint: Sendable {
         try await bound.futureResult.get()
     }
 
-    /// Serves until graceful shutdown or cancellation.
+    /// Serves until ``stop()``, the enclosing service group's graceful shutdown, or cancellation.
     func run() async throws {
+        defer { ended.succeed() }
         do {
-            try await application.run()
+            try await services.run()
             // Ended before it was bound (shut down at once): nobody waits for an address.
             bound.fail(CancellationError())
         } catch {
@@ -57,6 +65,15 @@ public struct GatewayRequestContext: RequestContext {
         coreContext = CoreRequestContextStorage(source: source)
         let channel = source.channel
         channel.eventLoop.execute { CloseOnExec.mark(channel) }
+    }
+}
+
+extension HTTPEndpoint {
+    /// Ends ``run()`` gracefully (requests being answered are answered first) and waits for
+    /// it to return. Only while or after it runs.
+    func stop() async {
+        await services.triggerGracefulShutdown()
+        try? await ended.futureResult.get()
     }
 }
 

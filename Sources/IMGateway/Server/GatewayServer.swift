@@ -144,6 +144,7 @@ public final class GatewayServer: Service, Sendable {
                 // listener to close, then for the last connection to finish.
                 try? await serverChannel.closeFuture.get()
                 await context.statistics.connections.waitUntilIdle()
+                for endpoint in endpoints { await endpoint.stop() }
                 group.cancelAll()
             }
         } onGracefulShutdown: {
