@@ -63,4 +63,15 @@ struct MessageAuthenticatorTests {
     private func hex(_ bytes: [UInt8]) -> String {
         bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
+
+    @Test("a tag with the server API's flag byte checks out too, and says so; the flag alone is not a tag")
+    func sentByAPIFlag() {
+        let tag = authenticator.tag(topic: topic, payload: payload)
+        let flagged = tag + [MessageAuthenticator.sentByAPI]
+        #expect(authenticator.isAuthentic(tag: flagged, topic: topic, payload: payload))
+        #expect(MessageAuthenticator.isSentByAPI(flagged))
+        #expect(!MessageAuthenticator.isSentByAPI(tag) && !MessageAuthenticator.isSentByAPI(nil))
+        #expect(!MessageAuthenticator.isSentByAPI(tag + [0x02]))
+        #expect(!authenticator.isAuthentic(tag: tag + [0x01, 0x01], topic: topic, payload: payload), "17 bytes at most")
+    }
 }

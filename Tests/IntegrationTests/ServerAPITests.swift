@@ -240,4 +240,23 @@ struct ServerAPITests {
         #expect(unreachable.status == 3 && unreachable.output.contains("cannot reach the server API"), "\(unreachable.output)")
         await gateway.stop()
     }
+
+    @Test("behind a load balancer: a repeat of an API message through another gateway is not delivered twice")
+    func repeatThroughAnotherGateway() async throws {
+        let broker = try await TestBroker.start()
+        let east = try await IMGWProcess.start(broker: broker, api: true)
+        let west = try await IMGWProcess.start(broker: broker, api: true)
+        let bob = try await TestDevice.connect(port: west.port)
+        try await bob.login(token: try await TokenMinter(secret: IMGWProcess.secret).mint(user: "bob"), device: "phone")
+        let body = #"{"id":"lb-1","from":"alice","text":"once"}"#
+        #expect(try await Self.call(east, "POST", "/v1/users/bob/messages", body: body).status == 202)
+        #expect(try await bob.nextDelivery().messageID == "lb-1")
+        // West did not take the first: it publishes the copy; bob's gateway drops it.
+        let again = try await Self.call(west, "POST", "/v1/users/bob/messages", body: body)
+        #expect(again.status == 202 && again.json?["repeat"] as? Bool == false, "\(again.body)")
+        #expect(try await Self.call(east, "POST", "/v1/users/bob/messages", body: #"{"id":"lb-2","from":"alice","text":"next"}"#).status == 202)
+        #expect(try await bob.nextDelivery().messageID == "lb-2", "lb-1 came once")
+        await east.stop()
+        await west.stop()
+    }
 }

@@ -45,7 +45,7 @@ struct ServerAPI: APIProtocol {
             serverTime = unixMilliseconds()
             do {
                 try await broker.publish(
-                    .chat(chat, from: from, serverTime: serverTime, topics: context.topics, authenticator: context.authenticator))
+                    .chat(chat, from: from, serverTime: serverTime, topics: context.topics, authenticator: context.authenticator, sentByAPI: true))
             } catch {
                 context.logger.warning(
                     "API message not sent",

@@ -50,9 +50,22 @@ public struct MessageAuthenticator: Sendable {
         return isAuthentic(tag: tag, topic: message.topic, payload: message.payload)
     }
 
-    /// Whether `tag` is the tag of `topic` and `payload` (compared in constant time).
+    /// The byte after the tag that marks a chat the server API sent: the recipient's
+    /// gateway drops a repeat of its id (another gateway behind a load balancer may have
+    /// published it again). Not covered by the tag: flipping it can only make a gateway drop
+    /// or keep a copy of a message the device already has.
+    public static let sentByAPI: UInt8 = 0x01
+
+    /// Whether `tag` (the correlation data) marks a chat the server API sent.
+    public static func isSentByAPI(_ tag: [UInt8]?) -> Bool {
+        guard let tag, tag.count == tagLength + 1 else { return false }
+        return tag[tagLength] == sentByAPI
+    }
+
+    /// Whether `tag` is the tag of `topic` and `payload` (compared in constant time), alone
+    /// or followed by ``sentByAPI``.
     public func isAuthentic(tag: [UInt8], topic: String, payload: [UInt8]) -> Bool {
-        guard tag.count == Self.tagLength else { return false }
+        guard tag.count == Self.tagLength || Self.isSentByAPI(tag) else { return false }
         return withMAC(topic: topic, payload: payload) { expected in
             var difference: UInt8 = 0
             for index in 0..<Self.tagLength { difference |= expected[index] ^ tag[index] }

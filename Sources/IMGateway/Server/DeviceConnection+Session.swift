@@ -266,6 +266,13 @@ extension DeviceConnection {
                 acknowledgements.append(message.deliveryID)
                 return
             }
+            // A repeat of a message the server API sent, published again by another gateway:
+            // the device has it (or will, from the first copy).
+            if MessageAuthenticator.isSentByAPI(message.properties.correlationData),
+               !apiMessages.insert(delivery.from + "\u{0}" + delivery.messageID) {
+                acknowledgements.append(message.deliveryID)
+                return
+            }
             delivery.resend = message.dup
             downlink.enqueue(
                 DownlinkEntry(message: .delivery(delivery), deliveryID: message.deliveryID,

@@ -60,6 +60,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     var chatsInFlight = 0
     /// MQTT deliveries the device (or the gateway) is done with, gathered in this burst.
     var acknowledgements: [UInt64] = []
+    /// Sender and id of the last messages the server API sent to this device.
+    var apiMessages = RecentKeys(capacity: 1024)
     /// ACKed chat deliveries whose "delivered" receipt is not published yet.
     var delivered: [PendingDeliveries.Origin] = []
     /// Set while `delivered` waits for ``receiptWindow`` to pass.

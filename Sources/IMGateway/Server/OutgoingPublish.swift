@@ -18,16 +18,20 @@ struct OutgoingPublish: Sendable, Hashable {
 
 extension OutgoingPublish {
     /// `chat` from `sender` into the recipient's inbox, as a gateway writes it (tagged).
+    /// `sentByAPI` marks it for the recipient's gateway (``MessageAuthenticator/sentByAPI``).
     static func chat(
-        _ chat: ChatSend, from sender: String, serverTime: UInt64, topics: GatewayTopics, authenticator: MessageAuthenticator
+        _ chat: ChatSend, from sender: String, serverTime: UInt64, topics: GatewayTopics, authenticator: MessageAuthenticator,
+        sentByAPI: Bool = false
     ) -> OutgoingPublish {
         let payload = ChatPayload(send: chat, from: sender, serverTime: serverTime)
         let topic = topics.inbox(user: chat.to)
         let bytes = PayloadCodec.encode(payload)
+        var tag = authenticator.tag(topic: topic, payload: bytes)
+        if sentByAPI { tag.append(MessageAuthenticator.sentByAPI) }
         return OutgoingPublish(
             topic: topic, payload: bytes,
             qos: chat.qos == .exactlyOnce ? .exactlyOnce : .atLeastOnce,
-            properties: .gateway(sender: sender, messageID: chat.messageID, tag: authenticator.tag(topic: topic, payload: bytes)))
+            properties: .gateway(sender: sender, messageID: chat.messageID, tag: tag))
     }
 }
 
