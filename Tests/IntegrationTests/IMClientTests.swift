@@ -199,10 +199,8 @@ struct IMClientIntegrationTests {
 
     /// Runs imcli to its exit: exit code and output (stdout and stderr).
     static func runCLI(_ arguments: [String]) async throws -> (status: Int32, output: String) {
-        let process = try spawn(imcli, arguments)
-        var output = ""
-        for await line in process.lines { output += line + "\n" }
-        return (exitCode(await process.waitForExit()), output)
+        let (status, output) = try await runCapturing(imcli, arguments)
+        return (exitCode(status), output.isEmpty ? "" : output + "\n")
     }
 
     /// The exit code in a wait status, or 128 + the signal that ended the process.

@@ -70,29 +70,13 @@ final class ControlClient: Sendable {
     func run() async {
         let consumer = Task { for await message in client.messages { receive(message) } }
         defer { consumer.cancel() }
-        var backoff = 1.0
-        while !Task.isCancelled {
-            do {
-                if await client.state != .connected {
-                    try await client.connect()
-                    _ = try await client.subscribe([
-                        .init(markerTopic, qos: .atLeastOnce),
-                        .init(context.topics.disconnectTopic, qos: .atLeastOnce),
-                        .init(context.topics.revokedFilter, qos: .atLeastOnce),
-                    ])
-                    backoff = 1
-                }
-                try await Task.sleep(for: .seconds(1))
-            } catch is CancellationError {
-                break
-            } catch {
-                logger.warning("the server API's broker client is not connected", metadata: ["error": "\(error)", "retry-in": "\(backoff) s"])
-                try? await Task.sleep(for: .seconds(backoff))
-                backoff = min(backoff * 2, 30)
-            }
-        }
-        try? await client.disconnect()
-        await client.close()
+        await client.keepSubscribed(
+            [
+                .init(markerTopic, qos: .atLeastOnce),
+                .init(context.topics.disconnectTopic, qos: .atLeastOnce),
+                .init(context.topics.revokedFilter, qos: .atLeastOnce),
+            ],
+            checkingEvery: .seconds(1), logger: logger, problem: "the gateway's control client is not connected")
         failAll(.notConnected)
     }
 

@@ -89,8 +89,3 @@ public struct MessageAuthenticator: Sendable {
         }
     }
 }
-
-extension Int {
-    /// 1, 2, 4, 8, ...: for logging the first of a series of events, then ever more rarely.
-    var isPowerOfTwo: Bool { self > 0 && (self & (self - 1)) == 0 }
-}

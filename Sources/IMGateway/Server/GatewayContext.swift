@@ -156,3 +156,8 @@ actor SessionRegistry {
 
     var count: Int { sessions.count }
 }
+
+extension Int {
+    /// 1, 2, 4, 8, ...: for logging the first of a series of events, then ever more rarely.
+    var isPowerOfTwo: Bool { self > 0 && (self & (self - 1)) == 0 }
+}

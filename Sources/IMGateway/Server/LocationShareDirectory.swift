@@ -75,24 +75,7 @@ final class LocationShareDirectory: Sendable {
             }
         }
         defer { consumer.cancel() }
-        var backoff = 1.0
-        while !Task.isCancelled {
-            do {
-                if await client.state != .connected {
-                    try await client.connect()
-                    try await client.subscribe(filter, qos: .atLeastOnce)
-                    backoff = 1
-                }
-                try await Task.sleep(for: .seconds(5))
-            } catch is CancellationError {
-                break
-            } catch {
-                context.logger.warning("location shares not followed", metadata: ["error": "\(error)", "retry-in": "\(backoff) s"])
-                try? await Task.sleep(for: .seconds(backoff))
-                backoff = min(backoff * 2, 30)
-            }
-        }
-        try? await client.disconnect()
-        await client.close()
+        await client.keepSubscribed(
+            [.init(filter, qos: .atLeastOnce)], checkingEvery: .seconds(5), logger: context.logger, problem: "location shares not followed")
     }
 }
