@@ -99,6 +99,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
         .executableTarget(
@@ -217,6 +219,9 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]

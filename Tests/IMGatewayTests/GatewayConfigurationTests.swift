@@ -143,6 +143,34 @@ struct GatewayConfigurationTests {
         #expect(throws: GatewayConfigurationError.invalid(config.problems())) { try config.validate() }
     }
 
+    @Test("push: a URL needs http(s) and a host and a secret of 32 bytes; each bound is checked")
+    func pushProblems() throws {
+        var config = GatewayConfiguration.defaults
+        config.push = .init(url: "ftp://backend/push", secret: "short", previewLength: 0, delayMilliseconds: 10_001, timeout: 0, maxAttempts: 0, queue: 0, concurrency: 0)
+        #expect(config.problems().map(\.description) == [
+            "push.preview_length: 0 is not in 1...10000",
+            "push.delay_ms: 10001 is not in 0...10000",
+            "push.timeout: 0 is not in 1...300",
+            "push.max_attempts: 0 is not in 1...100",
+            "push.queue: 0 is not in 1...10000000",
+            "push.concurrency: 0 is not in 1...1024",
+            "push.url: \"ftp://backend/push\" is not an http:// or https:// URL",
+            "push.secret: (5 bytes) is shorter than 32 bytes; the receiver checks signatures with it: use a random one",
+        ])
+        config.push = .init(url: "https:///push", secret: String(repeating: "s", count: 32))
+        #expect(config.problems().map(\.description) == ["push.url: \"https:///push\" is not an http:// or https:// URL"])
+        config.push.url = "http://127.0.0.1:8080/push"
+        #expect(config.problems() == [])
+        config.auth.jwtSecret = String(repeating: "k", count: 32)
+        #expect(config.warnings() == [], "plain HTTP on loopback")
+        config.push.url = "http://backend.internal/push"
+        #expect(config.warnings() == ["push.url http://backend.internal/push is plain HTTP: notifications (and previews) travel in clear text"])
+        let parsed = try GatewayConfiguration.parse(yaml: "push: {url: 'https://b/p', secret: '\(String(repeating: "s", count: 32))', preview: text, delay_ms: 0}")
+        #expect(parsed.push.enabled && parsed.push.preview == .text && parsed.push.delayMilliseconds == 0)
+        #expect(!GatewayConfiguration.defaults.push.enabled)
+        #expect(throws: (any Error).self) { try GatewayConfiguration.parse(yaml: "push: {preview: full}") }
+    }
+
     @Test("parse validates")
     func parseValidates() {
         #expect(throws: GatewayConfigurationError.invalid([.invalidValue(key: "listen.port", value: "70000", reason: "is not a port")])) {

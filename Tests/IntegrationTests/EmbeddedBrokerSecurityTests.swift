@@ -145,6 +145,28 @@ struct CheckConfigBrokerTests {
         #expect(!FileManager.default.fileExists(atPath: "\(directory.path)/broker"), "check-config creates nothing")
     }
 
+    @Test("the offline-push webhook works with the embedded broker's accounts: the gateway may use the shared subscription")
+    func offlinePush() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-push-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let receiver = try await WebhookReceiver.start()
+        var setup = EmbeddedGateway.Setup(directory: directory, tlvPort: freePort(), brokerPort: freePort(), metricsPort: freePort())
+        setup.push = receiver.url
+        let gateway = try await EmbeddedGateway.start(setup)
+        // (It may have been printed before "listening".)
+        if gateway.printedLine(containing: "offline push ready") == nil {
+            try await gateway.waitFor("offline push ready", "the push client subscribed")
+        }
+        #expect(gateway.printedLine(containing: "refused") == nil)
+        let alice = try await TestDevice.connect(port: setup.tlvPort)
+        try await alice.login(token: try await TokenMinter(secret: IMGWProcess.secret).mint(user: "alice"), device: "phone")
+        #expect(try await alice.chat(to: "bob", id: "m1", text: "are you there?").error == nil)
+        let request = try await receiver.next(within: 5)
+        #expect(request.json["to"] as? String == "bob" && request.signatureVerifies(secret: IMGWProcess.pushSecret))
+        await gateway.stop()
+    }
+
     @Test("the gateway's credentials refused by the broker: an error, exit status 1")
     func credentialsRefused() async throws {
         let setupDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-check-\(UUID().uuidString.prefix(8))")

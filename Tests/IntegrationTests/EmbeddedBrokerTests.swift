@@ -80,6 +80,8 @@ final class EmbeddedGateway: Sendable {
         var tlvPort: Int
         var brokerPort: Int
         var metricsPort: Int
+        /// `push.url`, if any (with ``IMGWProcess/pushSecret``).
+        var push: String? = nil
 
         var dataDirectory: String { directory.appendingPathComponent("broker").path }
 
@@ -132,6 +134,7 @@ final class EmbeddedGateway: Sendable {
               data_dir: \(setup.dataDirectory)
             metrics:
               port: \(setup.metricsPort)
+            \(setup.push.map { "push: {url: '\($0)', secret: \(IMGWProcess.pushSecret)}" } ?? "")
             log_level: info
             """.write(to: config, atomically: true, encoding: .utf8)
         let process = try spawn(

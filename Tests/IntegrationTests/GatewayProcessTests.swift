@@ -210,12 +210,17 @@ final class IMGWProcess: Sendable {
         return bundle.deletingLastPathComponent().appendingPathComponent("imgw").path
     }
 
+    /// The offline-push webhook's secret in `start(..., push: URL)`.
+    static let pushSecret = "push-test-secret-0123456789abcdef0123456789"
+
     /// The server API's key in `start(..., api: true)`.
     static let apiKey = "api-test-key-0123456789abcdef0123456789"
 
     static func start(
-        broker: TestBroker, port: Int? = nil, keepalive: Int = 30, brokerLines: [String] = [], api: Bool = false
+        broker: TestBroker, port: Int? = nil, keepalive: Int = 30, brokerLines: [String] = [], api: Bool = false,
+        push: String? = nil, until marker: String = "listening"
     ) async throws -> IMGWProcess {
+        // Returns once imgw listens and has printed `marker`.
         let port = port ?? freePort()
         let metricsPort = freePort()
         let apiPort = freePort()
@@ -231,13 +236,15 @@ final class IMGWProcess: Sendable {
             api:
               port: \(apiPort)
               keys: [\(api ? "{name: backend, key: \(apiKey)}" : "")]
+            \(push.map { "push: {url: '\($0)', secret: \(pushSecret)}" } ?? "")
             log_level: info
             """.write(to: config, atomically: true, encoding: .utf8)
         let process = try spawn(
             executable,
             ["serve", "--config", config.path, "--broker", "mqtt://127.0.0.1:\(broker.port)", "--listen", "127.0.0.1:\(port)"])
         let output = LogBuffer()
-        guard await awaitOutput(of: process, containing: "listening", into: output) else {
+        // "listening" first; another marker may come before or after it.
+        guard await awaitOutput(of: process, containing: "listening", into: output), await output.waitFor(marker) else {
             process.signal(SIGKILL)
             throw TestError("imgw did not start: \(output.text.withLock { $0 })")
         }

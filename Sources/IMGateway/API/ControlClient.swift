@@ -59,7 +59,7 @@ final class ControlClient: Sendable {
         var configuration = context.broker.clientConfiguration(clientID: clientID)
         configuration.keepalive = 60
         client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
-        markerTopic = "\(context.configuration.topicPrefix)/$ctl/marker/\(clientID.replacingOccurrences(of: "/", with: "_"))"
+        markerTopic = context.topics.marker(clientID: clientID)
         self.context = context
         logger = context.logger
         self.timeout = timeout
@@ -74,7 +74,11 @@ final class ControlClient: Sendable {
             [
                 .init(markerTopic, qos: .atLeastOnce),
                 .init(context.topics.disconnectTopic, qos: .atLeastOnce),
-                .init(context.topics.revokedFilter, qos: .atLeastOnce),
+                // QoS 0: the broker queues at most its queue limit (mosquitto's
+                // max_queued_messages) of a QoS 1 subscription's retained messages and drops the
+                // rest; at QoS 0 every revocation arrives. One lost with the connection comes
+                // back with the retained set at the next subscription.
+                .init(context.topics.revokedFilter, qos: .atMostOnce),
             ],
             checkingEvery: .seconds(1), logger: logger, problem: "the gateway's control client is not connected")
         failAll(.notConnected)

@@ -1,3 +1,4 @@
+import Foundation
 import IMWire
 
 extension GatewayConfiguration {
@@ -85,6 +86,7 @@ extension GatewayConfiguration {
             if key.key.utf8.count < 32 { check.fail("api.keys[\(index)].key", "(\(key.key.utf8.count) bytes)", "is shorter than 32 bytes; use a random one") }
             if !keys.insert(key.key).inserted { check.fail("api.keys[\(index)].key", "(of \(key.name))", "is another key's too") }
         }
+        self.push.check(&check)
         if !Self.logLevels.contains(self.logLevel) {
             check.fail("log_level", self.logLevel.debugDescription, "is not one of \(Self.logLevels.joined(separator: ", "))")
         }
@@ -111,6 +113,9 @@ extension GatewayConfiguration {
         if self.api.enabled && !Self.isLoopback(self.api.host) {
             warnings.append("api.host \(self.api.host) is reachable from the network over plain HTTP: API keys travel in clear text; put TLS in front of it")
         }
+        if let url = self.push.url, let parsed = URL(string: url), parsed.scheme == "http", !Self.isLoopback(parsed.host ?? "") {
+            warnings.append("push.url \(url) is plain HTTP: notifications (and previews) travel in clear text")
+        }
         if self.listen.tls == nil && !Self.isLoopback(self.listen.host) {
             warnings.append("listen.host \(self.listen.host) is reachable from the network without listen.tls: tokens travel in clear text")
         }
@@ -132,7 +137,7 @@ extension GatewayConfiguration {
 }
 
 /// Collects problems for ``GatewayConfiguration/problems()``.
-private struct Checker {
+struct Checker {
     var problems: [GatewayConfigurationError] = []
 
     mutating func fail(_ key: String, _ value: String, _ reason: String) {

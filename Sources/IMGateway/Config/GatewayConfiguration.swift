@@ -20,6 +20,7 @@ import Foundation
 /// | `stats_interval` | 10 (0: no stats) |
 /// | `metrics` | ``MetricsSettings``: 127.0.0.1:9469, enabled |
 /// | `api` | ``APISettings``: 127.0.0.1:9470, no keys (off), `system_sender` system |
+/// | `push` | ``PushSettings``: no URL (off), no preview, 250 ms delay, 6 attempts, queue 10,000 |
 /// | `log_level` | `info` |
 public struct GatewayConfiguration: Codable, Sendable, Hashable {
     /// `gateway_id`: names this gateway in presence payloads and the stats topic; a valid ``IMIdentifier``.
@@ -46,6 +47,8 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
     public var metrics: MetricsSettings
     /// `api`: the server API for the app backend.
     public var api: APISettings
+    /// `push`: the offline-push webhook.
+    public var push: PushSettings
     /// `log_level`: trace, debug, info, notice, warning, error or critical.
     public var logLevel: String
 
@@ -63,6 +66,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         statsInterval: Int = 10,
         metrics: MetricsSettings = MetricsSettings(),
         api: APISettings = APISettings(),
+        push: PushSettings = PushSettings(),
         logLevel: String = "info"
     ) {
         self.gatewayID = gatewayID
@@ -77,6 +81,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         self.statsInterval = statsInterval
         self.metrics = metrics
         self.api = api
+        self.push = push
         self.logLevel = logLevel
     }
 
@@ -93,7 +98,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         case embeddedBroker = "embedded_broker"
         case auth, limits, location, pubsub
         case statsInterval = "stats_interval"
-        case metrics, api
+        case metrics, api, push
         case logLevel = "log_level"
     }
 
@@ -113,6 +118,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         self.statsInterval = try c.value(.statsInterval, or: d.statsInterval)
         self.metrics = try c.value(.metrics, or: d.metrics)
         self.api = try c.value(.api, or: d.api)
+        self.push = try c.value(.push, or: d.push)
         self.logLevel = try c.value(.logLevel, or: d.logLevel)
     }
 
@@ -130,6 +136,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         try c.encode(self.statsInterval, forKey: .statsInterval)
         try c.encode(self.metrics, forKey: .metrics)
         try c.encode(self.api, forKey: .api)
+        try c.encode(self.push, forKey: .push)
         try c.encode(self.logLevel, forKey: .logLevel)
     }
 }

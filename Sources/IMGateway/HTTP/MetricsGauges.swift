@@ -11,6 +11,7 @@ final class MetricsGauges: Sendable {
     private let messagesIn: Gauge
     private let messagesOut: Gauge
     private let forgedMessages: Gauge
+    private let push: [(Gauge, @Sendable () -> Int)]
 
     init(statistics: GatewayStatistics, registry: SessionRegistry) {
         self.statistics = statistics
@@ -24,6 +25,15 @@ final class MetricsGauges: Sendable {
         messagesIn = gauge("chat_messages_in", "total", "Chat messages accepted from devices")
         messagesOut = gauge("messages_out", "total", "Messages written to devices")
         forgedMessages = gauge("forged_messages_dropped", "total", "Chats, receipts, shares and positions on the broker that no gateway wrote, dropped")
+        let counters = statistics.push
+        push = [
+            (gauge("push_queued", "", "Offline-push notifications waiting or in flight"), { @Sendable in counters.queued.load(ordering: .relaxed) }),
+            (gauge("push_delivered", "total", "Offline-push notifications the webhook accepted (2xx)"), { @Sendable in counters.delivered.load(ordering: .relaxed) }),
+            (gauge("push_suppressed", "total", "Offline-push notifications not sent: a device of the recipient came online"), { @Sendable in counters.suppressed.load(ordering: .relaxed) }),
+            (gauge("push_retries", "total", "Offline-push POSTs that failed and were retried"), { @Sendable in counters.retries.load(ordering: .relaxed) }),
+            (gauge("push_failed", "total", "Offline-push notifications given up (out of attempts, or refused by the webhook)"), { @Sendable in counters.failed.load(ordering: .relaxed) }),
+            (gauge("push_dropped", "total", "Offline-push notifications dropped because the queue was full"), { @Sendable in counters.dropped.load(ordering: .relaxed) }),
+        ]
     }
 
     func render() -> [UInt8] {
@@ -32,6 +42,7 @@ final class MetricsGauges: Sendable {
         messagesIn.set(Double(statistics.messagesIn.load(ordering: .relaxed)))
         messagesOut.set(Double(statistics.messagesOut.load(ordering: .relaxed)))
         forgedMessages.set(Double(statistics.forgedMessages.load(ordering: .relaxed)))
+        for (gauge, value) in push { gauge.set(Double(value())) }
         return prometheus.emitToBuffer()
     }
 }

@@ -85,6 +85,24 @@ final class GatewayStatistics: Sendable {
     let messagesOut = Atomic<Int>(0)
     /// Messages dropped because no gateway wrote them (``GatewayContext/isFromAGateway(_:)``).
     let forgedMessages = Atomic<Int>(0)
+    /// The offline-push webhook's counters.
+    let push = PushStatistics()
+}
+
+/// The offline-push webhook's counters (``PushNotifier``).
+final class PushStatistics: Sendable {
+    /// Notifications waiting or in flight.
+    let queued = Atomic<Int>(0)
+    /// Notifications the webhook answered with 2xx.
+    let delivered = Atomic<Int>(0)
+    /// Notifications not sent because a device of the recipient was online by then.
+    let suppressed = Atomic<Int>(0)
+    /// POSTs that failed and will be made again.
+    let retries = Atomic<Int>(0)
+    /// Notifications given up: out of attempts, or refused by the webhook.
+    let failed = Atomic<Int>(0)
+    /// Notifications dropped because the queue was full.
+    let dropped = Atomic<Int>(0)
 }
 
 /// Message ids each user's devices already had accepted (PROTOCOL.md 6.3: a resend of an

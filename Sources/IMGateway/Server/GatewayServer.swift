@@ -20,10 +20,11 @@ public final class GatewayServer: Service, Sendable {
     private let serverChannel: any Channel
     private let quiesce: ServerQuiescingHelper
     private let context: GatewayContext
-    /// The server API's MQTT client, with the API.
     /// The gateway's control client: the backend's disconnects and revocations, the API's
     /// publishes and lookups.
     private let control: ControlClient
+    /// The offline-push webhook, when `push.url` is set.
+    private let push: PushNotifier?
 
     /// Binds the listener. Nothing is accepted until `run()`.
     public static func bind(
@@ -89,7 +90,8 @@ public final class GatewayServer: Service, Sendable {
             : nil
         let control = ControlClient(context: context)
         let api = configuration.api.enabled ? try HTTPEndpoint.api(context: context, broker: control) : nil
-        return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, control: control)
+        let push = configuration.push.enabled ? PushNotifier(context: context) : nil
+        return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, control: control, push: push)
     }
 
     /// The server side of TLS for device connections (`listen.tls`: PEM certificate chain
@@ -108,7 +110,8 @@ public final class GatewayServer: Service, Sendable {
         context: GatewayContext,
         metrics: HTTPEndpoint?,
         api: HTTPEndpoint?,
-        control: ControlClient
+        control: ControlClient,
+        push: PushNotifier?
     ) {
         self.serverChannel = serverChannel
         self.quiesce = quiesce
@@ -117,19 +120,23 @@ public final class GatewayServer: Service, Sendable {
         self.metrics = metrics
         self.api = api
         self.control = control
+        self.push = push
     }
 
     /// Accepts and serves connections until the listener is closed or graceful shutdown
     /// (``shutdown()``), then waits for the last connection to finish. Its helpers (the stats
     /// topic, the location share directory, the HTTP endpoints) run as child tasks and have
-    /// ended when it returns. Throws when an HTTP endpoint cannot listen, before "listening".
+    /// ended when it returns (the offline-push webhook, too). Throws when an HTTP endpoint cannot
+    /// listen, before "listening".
     public func run() async throws {
         let context = self.context
         let endpoints = [metrics, api].compactMap { $0 }
         let control = self.control
+        let push = self.push
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await control.run() }
+                if let push { group.addTask { await push.run() } }
                 for endpoint in endpoints {
                     group.addTask { try await endpoint.run() }
                 }

@@ -4,15 +4,25 @@ import Mosquitto
 extension MosquittoClient {
     /// Connects and subscribes to `subscriptions`, then checks every `interval` and does it
     /// again whenever the connection was lost (after 1 s, doubling up to 30 s while it fails,
-    /// each failure logged as `problem`), until cancelled; then disconnects and closes.
-    func keepSubscribed(_ subscriptions: [Subscription], checkingEvery interval: Duration, logger: Logger, problem: String) async {
+    /// each failure logged as `problem`), until cancelled; then disconnects and closes. A
+    /// filter the broker refuses is logged as an error; `subscribed` runs after each
+    /// subscription with its results, one per filter.
+    func keepSubscribed(
+        _ subscriptions: [Subscription], checkingEvery interval: Duration, logger: Logger, problem: String,
+        subscribed: @Sendable ([SubscriptionResult]) async -> Void = { _ in }
+    ) async {
         var backoff = 1.0
         while !Task.isCancelled {
             do {
                 if state != .connected {
                     try await connect()
-                    _ = try await subscribe(subscriptions)
+                    let results = try await subscribe(subscriptions)
+                    for (subscription, result) in zip(subscriptions, results) {
+                        guard case .rejected(let reason) = result else { continue }
+                        logger.error("the broker refused a subscription", metadata: ["filter": "\(subscription.filter)", "reason": "\(reason)"])
+                    }
                     backoff = 1
+                    await subscribed(results)
                 }
                 try await Task.sleep(for: interval)
             } catch is CancellationError {

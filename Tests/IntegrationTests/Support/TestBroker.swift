@@ -220,10 +220,47 @@ func spawn(_ executable: String, _ arguments: [String], in directory: URL? = nil
 /// Collects what `process` prints into `log` (for as long as it runs) and waits, at most
 /// `seconds`, for a line containing `marker`. False if the process ended or time ran out.
 func awaitOutput(of process: ChildProcess, containing marker: String, into log: LogBuffer, within seconds: Double = 15) async -> Bool {
-    await process.follow(until: marker, within: .seconds(seconds)) { line in log.text.withLock { $0 += line + "\n" } }
+    await process.follow(until: marker, within: .seconds(seconds)) { line in log.append(line) }
 }
 
 /// Output collected from a child process.
 final class LogBuffer: Sendable {
     let text = Mutex("")
+    /// Who waits for a marker, by a number of their own.
+    private let waiters = Mutex<[Int: (marker: String, waiter: CheckedContinuation<Bool, Never>)]>([:])
+    private let nextWaiter = Mutex(0)
+
+    /// Adds a line, and wakes whoever waits for a marker in it.
+    func append(_ line: String) {
+        text.withLock { $0 += line + "\n" }
+        let woken = waiters.withLock { waiters in
+            let matched = waiters.filter { line.contains($0.value.marker) }
+            for key in matched.keys { waiters[key] = nil }
+            return matched.values.map(\.waiter)
+        }
+        for waiter in woken { waiter.resume(returning: true) }
+    }
+
+    /// Whether a line containing `marker` came (or comes within `seconds`).
+    func waitFor(_ marker: String, within seconds: Double = 15) async -> Bool {
+        let id = nextWaiter.withLock { $0 += 1; return $0 }
+        let timer = Task {
+            try await Task.sleep(for: .seconds(seconds))
+            self.expire(id)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { waiter in
+            // Registered under the text's lock, so that no line is added in between.
+            let present = text.withLock { text in
+                if text.contains(marker) { return true }
+                waiters.withLock { $0[id] = (marker, waiter) }
+                return false
+            }
+            if present { waiter.resume(returning: true) }
+        }
+    }
+
+    private func expire(_ id: Int) {
+        waiters.withLock { $0.removeValue(forKey: id) }?.waiter.resume(returning: false)
+    }
 }

@@ -1,0 +1,245 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import Mosquitto
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// The offline-push webhook of one gateway (`push.url`), run by ``run()`` next to the
+/// listener. Its MQTT client shares every user's inbox with the other gateways
+/// (`$share/imgw-push/{prefix}/u/+/inbox`: the broker gives each chat to one of them) and
+/// follows every device's presence (`{prefix}/u/+/presence/+`, QoS 0 so that the broker's
+/// queue limit cannot cut the retained presence short). A chat for a user with no device
+/// online becomes a ``PushNotification`` POSTed with AsyncHTTPClient, signed
+/// (``PushSignature``); ``PushQueue`` decides when, whether and how often.
+final class PushNotifier: Sendable {
+    private enum Command: Sendable {
+        case post(PushQueue.Attempt)
+        case wakeUp(at: Double)
+    }
+
+    private let settings: GatewayConfiguration.PushSettings
+    private let url: String
+    private let signature: PushSignature
+    private let context: GatewayContext
+    private let logger: Logger
+    private let client: MosquittoClient
+    private let http: HTTPClient
+    private let markerTopic: String
+    private let queue: Mutex<PushQueue>
+    /// Which subscription the marker in flight completes.
+    private let generation = Atomic<UInt64>(0)
+    private let commands: AsyncStream<Command>
+    private let commandSink: AsyncStream<Command>.Continuation
+    private static let clockOrigin = ContinuousClock.now
+
+    /// A notifier for `context`'s `push` settings, which must have a URL.
+    init(context: GatewayContext) {
+        let settings = context.configuration.push
+        self.settings = settings
+        url = settings.url ?? ""
+        signature = PushSignature(secret: settings.secret)
+        self.context = context
+        logger = context.logger
+        let clientID = "imgw-push/\(context.gatewayID)/\(UInt32.random(in: 0...UInt32.max))"
+        var configuration = context.broker.clientConfiguration(clientID: clientID)
+        configuration.keepalive = 60
+        client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
+        markerTopic = context.topics.marker(clientID: clientID)
+        queue = Mutex(PushQueue(settings: PushQueue.Settings(settings)))
+        (commands, commandSink) = AsyncStream.makeStream(of: Command.self)
+
+        var http = HTTPClient.Configuration()
+        http.timeout = HTTPClient.Configuration.Timeout(connect: .seconds(Int64(min(settings.timeout, 5))), read: .seconds(Int64(settings.timeout)))
+        http.redirectConfiguration = .disallow
+        // The only hook AsyncHTTPClient has into its connections: each socket is marked
+        // close-on-exec as soon as it is connected.
+        let markCloseOnExec: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            channel.eventLoop.makeCompletedFuture { CloseOnExec.mark(channel) }.map { _ in }
+        }
+        http.http1_1ConnectionDebugInitializer = markCloseOnExec
+        http.http2ConnectionDebugInitializer = markCloseOnExec
+        self.http = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: http, backgroundActivityLogger: context.logger)
+    }
+
+    /// Keeps the MQTT client subscribed and sends notifications until cancelled; then stops
+    /// (POSTs under way are cancelled) and logs what was left unsent.
+    func run() async {
+        let topics = context.topics
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                for await message in self.client.messages { self.receive(message) }
+            }
+            group.addTask {
+                await self.client.keepSubscribed(
+                    [
+                        .init(topics.pushInboxFilter, qos: .atLeastOnce),
+                        .init(topics.everyPresenceFilter, qos: .atMostOnce),
+                        .init(self.markerTopic, qos: .atLeastOnce),
+                    ],
+                    checkingEvery: .seconds(1), logger: self.logger, problem: "the offline-push client is not connected",
+                    subscribed: { await self.subscribed($0) })
+            }
+            for await command in commands {
+                switch command {
+                case .post(let attempt):
+                    group.addTask { await self.post(attempt) }
+                case .wakeUp(let time):
+                    group.addTask {
+                        try? await Task.sleep(until: Self.clockOrigin + .seconds(time), clock: .continuous)
+                        guard !Task.isCancelled else { return }
+                        self.queue.withLock { $0.wokeUp(at: time) }
+                        self.pump()
+                    }
+                }
+            }
+            group.cancelAll()
+        }
+        try? await http.shutdown()
+        let left = queue.withLock { $0.count }
+        if left > 0 { logger.warning("offline-push notifications not sent: the gateway stopped", metadata: ["notifications": "\(left)"]) }
+    }
+
+    /// Seconds on the monotonic clock the queue runs on.
+    private static func now() -> Double {
+        let elapsed = ContinuousClock.now - clockOrigin
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    /// After each (re)subscription: nothing goes out until the retained presence of every
+    /// device has arrived, which the marker published now shows (it comes back after them).
+    /// Without the shared inbox or the presence, nothing can work: no marker, no "ready".
+    private func subscribed(_ results: [MosquittoClient.SubscriptionResult]) async {
+        queue.withLock { $0.presenceComplete(false) }
+        guard results.prefix(2).allSatisfy({ if case .granted = $0 { true } else { false } }) else {
+            logger.error(
+                "offline push is off: the broker refused its subscriptions; let the gateway's account subscribe to them (docs/OPERATIONS.md, \"Offline push\")",
+                metadata: ["filters": "\(context.topics.pushInboxFilter) \(context.topics.everyPresenceFilter)"])
+            return
+        }
+        let marker = generation.add(1, ordering: .relaxed).newValue
+        do {
+            try await client.publish(topic: markerTopic, payload: Array(String(marker).utf8), qos: .atLeastOnce)
+        } catch {
+            logger.warning("the offline-push client cannot publish its marker", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func receive(_ message: MosquittoMessage) {
+        if message.topic == markerTopic {
+            guard UInt64(message.payloadString) == generation.load(ordering: .relaxed) else { return }
+            let online = queue.withLock { queue in
+                queue.presenceComplete(true)
+                return queue.presence.count
+            }
+            logger.info("offline push ready: following chats and presence", metadata: ["online-users": "\(online)", "url": "\(url)"])
+            pump()
+            return
+        }
+        switch context.topics.classify(message.topic) {
+        case .presence(let user, let device)?:
+            let online = message.payload.isEmpty ? false : (try? PayloadCodec.decode(PresencePayload.self, from: message.payload))?.status == .online
+            queue.withLock { $0.presence(user: user, device: device, online: online) }
+        case .inbox(let user)?:
+            offer(message, to: user)
+        default:
+            break
+        }
+    }
+
+    private func offer(_ message: MosquittoMessage, to user: String) {
+        guard context.isFromAGateway(message) else { return }
+        guard let chat = try? PayloadCodec.decode(ChatPayload.self, from: message.payload), chat.to == user else {
+            logger.warning("offline push: ignored a chat that cannot be read", metadata: ["topic": "\(message.topic)"])
+            return
+        }
+        let notification = PushNotification(chat: chat, preview: settings.preview, previewLength: settings.previewLength)
+        let offer = queue.withLock { $0.offer(notification, now: Self.now()) }
+        let statistics = context.statistics.push
+        switch offer {
+        case .queued:
+            pump()
+        case .duplicate:
+            break
+        case .full:
+            let dropped = statistics.dropped.add(1, ordering: .relaxed).newValue
+            if dropped.isPowerOfTwo {
+                logger.warning(
+                    "offline push: the queue is full, a notification was dropped",
+                    metadata: ["to": "\(notification.to)", "id": "\(notification.id)", "queue": "\(settings.queue)", "dropped": "\(dropped)"])
+            }
+        }
+    }
+
+    /// Starts what is due and arms the timer for what comes next.
+    private func pump() {
+        let now = Self.now()
+        let (steps, wakeUp, count) = queue.withLock { queue in (queue.takeDue(now: now), queue.nextWakeUp(now: now), queue.count) }
+        context.statistics.push.queued.store(count, ordering: .relaxed)
+        for step in steps {
+            switch step {
+            case .post(let attempt):
+                commandSink.yield(.post(attempt))
+            case .suppressed(let notification):
+                context.statistics.push.suppressed.add(1, ordering: .relaxed)
+                logger.debug("offline push: the recipient is online", metadata: ["to": "\(notification.to)", "id": "\(notification.id)"])
+            }
+        }
+        if let wakeUp { commandSink.yield(.wakeUp(at: wakeUp)) }
+    }
+
+    private func post(_ attempt: PushQueue.Attempt) async {
+        let outcome = await send(attempt)
+        let finish = queue.withLock { $0.finished(attempt, outcome, now: Self.now()) }
+        let statistics = context.statistics.push
+        let metadata: Logger.Metadata = [
+            "to": "\(attempt.notification.to)", "from": "\(attempt.notification.from)", "id": "\(attempt.notification.id)",
+            "attempt": "\(attempt.number)",
+        ]
+        switch finish {
+        case .delivered:
+            statistics.delivered.add(1, ordering: .relaxed)
+        case .retry(let time):
+            let retries = statistics.retries.add(1, ordering: .relaxed).newValue
+            if retries.isPowerOfTwo, case .failed(let reason, _) = outcome {
+                logger.warning(
+                    "offline push: the webhook failed, retrying",
+                    metadata: metadata.merging(["reason": "\(reason)", "retry-in": "\(Int(time - Self.now() + 0.5)) s", "retries": "\(retries)"]) { $1 })
+            }
+        case .gaveUp(let reason):
+            let failed = statistics.failed.add(1, ordering: .relaxed).newValue
+            if failed.isPowerOfTwo {
+                logger.error("offline push: gave a notification up", metadata: metadata.merging(["reason": "\(reason)", "failed": "\(failed)"]) { $1 })
+            }
+        }
+        pump()
+    }
+
+    /// One POST: delivered for a 2xx answer; a time-out, a connection error, 408, 429 and
+    /// 5xx may pass at a retry, other answers will not.
+    private func send(_ attempt: PushQueue.Attempt) async -> PushQueue.Outcome {
+        let body = attempt.notification.body
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "User-Agent", value: "imgw/\(IMGatewayInfo.version)")
+        request.headers.add(name: PushSignature.header, value: signature.value(body: body, time: Int64(Date.now.timeIntervalSince1970)))
+        request.headers.add(name: "X-IMGW-Attempt", value: "\(attempt.number)")
+        request.body = .bytes(ByteBuffer(bytes: body))
+        do {
+            let response = try await http.execute(request, timeout: .seconds(Int64(settings.timeout)))
+            // Read (and drop) the answer so that the connection can serve the next POST.
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+            let code = response.status.code
+            switch code {
+            case 200..<300: return .delivered
+            case 408, 429, 500..<600: return .failed(reason: "HTTP \(code)", retryable: true)
+            default: return .failed(reason: "HTTP \(code)", retryable: false)
+            }
+        } catch {
+            return .failed(reason: "\(error)", retryable: !(error is CancellationError))
+        }
+    }
+}
