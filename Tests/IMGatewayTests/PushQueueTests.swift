@@ -1,3 +1,4 @@
+import IMWire
 import Testing
 
 @testable import IMGateway
@@ -7,6 +8,7 @@ struct PushQueueTests {
     static func settings(capacity: Int = 100, concurrency: Int = 2, delay: Double = 0.25, maxAttempts: Int = 3) -> PushQueue.Settings {
         var settings = PushQueue.Settings(.init(url: "http://h/p", secret: "", maxAttempts: maxAttempts, queue: capacity, concurrency: concurrency))
         settings.delay = delay
+        settings.timerResolution = 0
         return settings
     }
 
@@ -33,6 +35,24 @@ struct PushQueueTests {
         #expect(steps == [.post(.init(notification: Self.chat(to: "bob"), number: 1))])
         #expect(queue.nextWakeUp(now: 10.25) == 10.35, "carol's")
         #expect(queue.inFlight == 1 && queue.count == 2)
+    }
+
+    @Test("notifications due within one tick of the timer resolution share a wake-up")
+    func sharedWakeUps() {
+        var settings = Self.settings(capacity: 1000)
+        settings.timerResolution = 0.25
+        var queue = Self.ready(settings)
+        var wakeUps: [Double] = []
+        for index in 0..<100 {
+            let now = Double(index) * 0.002  // 100 chats in 0.2 s, due 0.25...0.448
+            _ = queue.offer(Self.chat(to: "bob", id: "m\(index)"), now: now)
+            if let wakeUp = queue.nextWakeUp(now: now) { wakeUps.append(wakeUp) }
+        }
+        #expect(wakeUps == [0.25], "the first is due at 0.25 exactly")
+        queue.wokeUp(at: 0.25)
+        #expect(queue.takeDue(now: 0.25).count == 1)
+        #expect(queue.nextWakeUp(now: 0.25) == 0.5, "the other 99 at the next tick")
+        #expect(queue.takeDue(now: 0.5).count == 1, "one more: two in flight at most")
     }
 
     @Test("never for a recipient with a device online, whenever he came online before the time")
@@ -153,6 +173,16 @@ struct PushNotificationTests {
         #expect(text.preview == "Hello, Bob! 👋")
         let image = ChatPayload(id: "m-2", from: "alice", to: "bob", ts: 1, type: "image", data: "AAAA")
         #expect(PushNotification(chat: image, preview: .text, previewLength: 100).preview == nil)
+    }
+
+    @Test("from a device's CHAT it is the same as from the chat payload the gateway publishes")
+    func fromSend() {
+        let send = ChatSend(to: "bob", messageID: "m-1", content: .text("Hello, Bob! 👋 How are you?"))
+        let settings = GatewayConfiguration.PushSettings(preview: .text, previewLength: 13)
+        let notification = PushNotification(send: send, from: "alice", serverTime: 1_735_689_600_123, settings: settings)
+        let payload = ChatPayload(send: send, from: "alice", serverTime: 1_735_689_600_123)
+        #expect(notification == PushNotification(chat: payload, preview: .text, previewLength: 13))
+        #expect(notification.preview == "Hello, Bob! 👋")
     }
 
     /// The vector, computed with Python:

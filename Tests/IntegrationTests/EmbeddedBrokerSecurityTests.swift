@@ -145,7 +145,7 @@ struct CheckConfigBrokerTests {
         #expect(!FileManager.default.fileExists(atPath: "\(directory.path)/broker"), "check-config creates nothing")
     }
 
-    @Test("the offline-push webhook works with the embedded broker's accounts: the gateway may use the shared subscription")
+    @Test("the offline-push webhook works with the embedded broker's accounts: the gateway may follow every presence")
     func offlinePush() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-push-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

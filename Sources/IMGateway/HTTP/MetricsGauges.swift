@@ -29,7 +29,7 @@ final class MetricsGauges: Sendable {
         push = [
             (gauge("push_queued", "", "Offline-push notifications waiting or in flight"), { @Sendable in counters.queued.load(ordering: .relaxed) }),
             (gauge("push_delivered", "total", "Offline-push notifications the webhook accepted (2xx)"), { @Sendable in counters.delivered.load(ordering: .relaxed) }),
-            (gauge("push_suppressed", "total", "Offline-push notifications not sent: a device of the recipient came online"), { @Sendable in counters.suppressed.load(ordering: .relaxed) }),
+            (gauge("push_suppressed", "total", "Offline-push notifications queued, then not sent: a device of the recipient came online"), { @Sendable in counters.suppressed.load(ordering: .relaxed) }),
             (gauge("push_retries", "total", "Offline-push POSTs that failed and were retried"), { @Sendable in counters.retries.load(ordering: .relaxed) }),
             (gauge("push_failed", "total", "Offline-push notifications given up (out of attempts, or refused by the webhook)"), { @Sendable in counters.failed.load(ordering: .relaxed) }),
             (gauge("push_dropped", "total", "Offline-push notifications dropped because the queue was full"), { @Sendable in counters.dropped.load(ordering: .relaxed) }),

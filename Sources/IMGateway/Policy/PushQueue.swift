@@ -23,6 +23,9 @@ struct PushQueue: Sendable {
         var maxAttempts: Int
         var firstRetryDelay: Double = 1
         var maxRetryDelay: Double = 60
+        /// Wake-ups fall on multiples of this many seconds, so that notifications due within
+        /// one such tick share a timer (0: each its own).
+        var timerResolution: Double = 0.02
 
         init(_ push: GatewayConfiguration.PushSettings) {
             capacity = push.queue
@@ -145,15 +148,18 @@ struct PushQueue: Sendable {
         return steps
     }
 
-    /// When the driver must call ``takeDue(now:)`` next (a timer), if that is earlier than
-    /// the timer already asked for; `nil` when none is needed: nothing waits, the next
-    /// notification is held by the concurrency limit or incomplete presence (each ends with
-    /// an event), or an earlier wake-up is armed.
+    /// When the driver must call ``takeDue(now:)`` next (a timer): the next notification's
+    /// time rounded up to ``Settings/timerResolution``, if earlier than the timer already
+    /// asked for; `nil` when none is needed: nothing waits, the next notification is held by
+    /// the concurrency limit or incomplete presence (each ends with an event), or an earlier
+    /// wake-up is armed.
     mutating func nextWakeUp(now: Double) -> Double? {
         guard presenceComplete, inFlight < settings.concurrency, let due = waiting.min?.due else { return nil }
-        if let armed, armed <= due { return nil }
-        armed = due
-        return due
+        let resolution = settings.timerResolution
+        let time = resolution > 0 ? (due / resolution).rounded(.up) * resolution : due
+        if let armed, armed <= time { return nil }
+        armed = time
+        return time
     }
 
     /// A POST of `attempt` ended with `outcome` at `now`.

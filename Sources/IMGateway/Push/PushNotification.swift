@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import IMWire
 
 /// What the offline-push webhook POSTs for a chat that waits for a user with no device
 /// online (docs/OPERATIONS.md, "Offline push"):
@@ -25,8 +26,8 @@ struct PushNotification: Codable, Hashable, Sendable {
     /// The start of the text, if configured.
     var preview: String?
 
-    /// The notification for `chat`, with a preview of up to `previewLength` characters when
-    /// `preview` is `.text`.
+    /// The notification for `chat`, with a preview of up to `previewLength` characters of
+    /// its text when `preview` is `.text`.
     init(chat: ChatPayload, preview: GatewayConfiguration.PushSettings.Preview, previewLength: Int) {
         event = "chat"
         to = chat.to
@@ -37,6 +38,20 @@ struct PushNotification: Codable, Hashable, Sendable {
         switch preview {
         case .none: self.preview = nil
         case .text: self.preview = chat.text.map { String($0.prefix(previewLength)) }
+        }
+    }
+
+    /// The notification for `send` from `sender`, accepted at `serverTime` (Unix ms).
+    init(send: ChatSend, from sender: String, serverTime: UInt64, settings: GatewayConfiguration.PushSettings) {
+        event = "chat"
+        to = send.to
+        from = sender
+        id = send.messageID
+        ts = serverTime
+        type = ChatPayload.typeName(of: send.content.tag)
+        switch settings.preview {
+        case .none: preview = nil
+        case .text: preview = send.content.text.map { String($0.prefix(settings.previewLength)) }
         }
     }
 

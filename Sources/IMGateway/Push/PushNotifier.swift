@@ -8,9 +8,10 @@ import NIOPosix
 import Synchronization
 
 /// The offline-push webhook of one gateway (`push.url`), run by ``run()`` next to the
-/// listener. Its MQTT client shares every user's inbox with the other gateways
-/// (`$share/imgw-push/{prefix}/u/+/inbox`: the broker gives each chat to one of them) and
-/// follows every device's presence (`{prefix}/u/+/presence/+`, QoS 0 so that the broker's
+/// listener. The gateway that accepts a chat (from a device or the server API) hands it to
+/// ``chatAccepted(_:)``, so each chat is looked at by exactly one gateway and costs the broker
+/// nothing more. Whether the recipient is online comes from every device's presence, which
+/// the notifier's MQTT client follows (`{prefix}/u/+/presence/+`, QoS 0 so that the broker's
 /// queue limit cannot cut the retained presence short). A chat for a user with no device
 /// online becomes a ``PushNotification`` POSTed with AsyncHTTPClient, signed
 /// (``PushSignature``); ``PushQueue`` decides when, whether and how often.
@@ -20,10 +21,12 @@ final class PushNotifier: Sendable {
         case wakeUp(at: Double)
     }
 
-    private let settings: GatewayConfiguration.PushSettings
+    /// `push`, as configured.
+    let settings: GatewayConfiguration.PushSettings
     private let url: String
     private let signature: PushSignature
-    private let context: GatewayContext
+    private let topics: GatewayTopics
+    private let statistics: PushStatistics
     private let logger: Logger
     private let client: MosquittoClient
     private let http: HTTPClient
@@ -35,19 +38,21 @@ final class PushNotifier: Sendable {
     private let commandSink: AsyncStream<Command>.Continuation
     private static let clockOrigin = ContinuousClock.now
 
-    /// A notifier for `context`'s `push` settings, which must have a URL.
-    init(context: GatewayContext) {
-        let settings = context.configuration.push
+    /// A notifier for `configuration`'s `push` settings, which must have a URL; its MQTT
+    /// client connects to `broker` on `loop`.
+    init(configuration: GatewayConfiguration, broker: BrokerEndpoint, loop: MosquittoEventLoop, statistics: PushStatistics, logger: Logger) {
+        let settings = configuration.push
         self.settings = settings
         url = settings.url ?? ""
         signature = PushSignature(secret: settings.secret)
-        self.context = context
-        logger = context.logger
-        let clientID = "imgw-push/\(context.gatewayID)/\(UInt32.random(in: 0...UInt32.max))"
-        var configuration = context.broker.clientConfiguration(clientID: clientID)
-        configuration.keepalive = 60
-        client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
-        markerTopic = context.topics.marker(clientID: clientID)
+        topics = configuration.topics
+        self.statistics = statistics
+        self.logger = logger
+        let clientID = "imgw-push/\(configuration.gatewayID)/\(UInt32.random(in: 0...UInt32.max))"
+        var mqtt = broker.clientConfiguration(clientID: clientID)
+        mqtt.keepalive = 60
+        client = MosquittoClient(configuration: mqtt, loop: loop)
+        markerTopic = topics.marker(clientID: clientID)
         queue = Mutex(PushQueue(settings: PushQueue.Settings(settings)))
         (commands, commandSink) = AsyncStream.makeStream(of: Command.self)
 
@@ -61,24 +66,47 @@ final class PushNotifier: Sendable {
         }
         http.http1_1ConnectionDebugInitializer = markCloseOnExec
         http.http2ConnectionDebugInitializer = markCloseOnExec
-        self.http = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: http, backgroundActivityLogger: context.logger)
+        self.http = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: http, backgroundActivityLogger: logger)
+    }
+
+    /// Whether a notification may be due for a chat to `user`: false while a device of his is
+    /// online, so that the chat path builds no notification for him.
+    func mayNotify(_ user: String) -> Bool {
+        queue.withLock { !$0.presence.isOnline(user) }
+    }
+
+    /// The broker has a chat this gateway accepted: its notification goes out after
+    /// `push.delay_ms` unless a device of the recipient is online by then.
+    func chatAccepted(_ notification: PushNotification) {
+        let offer = queue.withLock { $0.offer(notification, now: Self.now()) }
+        switch offer {
+        case .queued:
+            pump()
+        case .duplicate:
+            break
+        case .full:
+            let dropped = statistics.dropped.add(1, ordering: .relaxed).newValue
+            if dropped.isPowerOfTwo {
+                logger.warning(
+                    "offline push: the queue is full, a notification was dropped",
+                    metadata: ["to": "\(notification.to)", "id": "\(notification.id)", "queue": "\(settings.queue)", "dropped": "\(dropped)"])
+            }
+        }
     }
 
     /// Keeps the MQTT client subscribed and sends notifications until cancelled; then stops
     /// (POSTs under way are cancelled) and logs what was left unsent.
     func run() async {
-        let topics = context.topics
+        let topics = self.topics
         await withDiscardingTaskGroup { group in
-            group.addTask {
-                for await message in self.client.messages { self.receive(message) }
+            // On the MQTT loop thread, as messages arrive: a lookup and a lock each.
+            await client.deliverMessages { message in
+                self.receive(message)
+                return .now
             }
             group.addTask {
                 await self.client.keepSubscribed(
-                    [
-                        .init(topics.pushInboxFilter, qos: .atLeastOnce),
-                        .init(topics.everyPresenceFilter, qos: .atMostOnce),
-                        .init(self.markerTopic, qos: .atLeastOnce),
-                    ],
+                    [.init(topics.everyPresenceFilter, qos: .atMostOnce), .init(self.markerTopic, qos: .atLeastOnce)],
                     checkingEvery: .seconds(1), logger: self.logger, problem: "the offline-push client is not connected",
                     subscribed: { await self.subscribed($0) })
             }
@@ -110,13 +138,13 @@ final class PushNotifier: Sendable {
 
     /// After each (re)subscription: nothing goes out until the retained presence of every
     /// device has arrived, which the marker published now shows (it comes back after them).
-    /// Without the shared inbox or the presence, nothing can work: no marker, no "ready".
+    /// Without the presence, nothing can work: no marker, no "ready".
     private func subscribed(_ results: [MosquittoClient.SubscriptionResult]) async {
         queue.withLock { $0.presenceComplete(false) }
-        guard results.prefix(2).allSatisfy({ if case .granted = $0 { true } else { false } }) else {
+        guard case .granted = results.first else {
             logger.error(
-                "offline push is off: the broker refused its subscriptions; let the gateway's account subscribe to them (docs/OPERATIONS.md, \"Offline push\")",
-                metadata: ["filters": "\(context.topics.pushInboxFilter) \(context.topics.everyPresenceFilter)"])
+                "offline push is off: the broker refused the presence subscription; let the gateway's account subscribe to it",
+                metadata: ["filter": "\(topics.everyPresenceFilter)"])
             return
         }
         let marker = generation.add(1, ordering: .relaxed).newValue
@@ -134,56 +162,26 @@ final class PushNotifier: Sendable {
                 queue.presenceComplete(true)
                 return queue.presence.count
             }
-            logger.info("offline push ready: following chats and presence", metadata: ["online-users": "\(online)", "url": "\(url)"])
+            logger.info("offline push ready: following presence", metadata: ["online-users": "\(online)", "url": "\(url)"])
             pump()
             return
         }
-        switch context.topics.classify(message.topic) {
-        case .presence(let user, let device)?:
-            let online = message.payload.isEmpty ? false : (try? PayloadCodec.decode(PresencePayload.self, from: message.payload))?.status == .online
-            queue.withLock { $0.presence(user: user, device: device, online: online) }
-        case .inbox(let user)?:
-            offer(message, to: user)
-        default:
-            break
-        }
-    }
-
-    private func offer(_ message: MosquittoMessage, to user: String) {
-        guard context.isFromAGateway(message) else { return }
-        guard let chat = try? PayloadCodec.decode(ChatPayload.self, from: message.payload), chat.to == user else {
-            logger.warning("offline push: ignored a chat that cannot be read", metadata: ["topic": "\(message.topic)"])
-            return
-        }
-        let notification = PushNotification(chat: chat, preview: settings.preview, previewLength: settings.previewLength)
-        let offer = queue.withLock { $0.offer(notification, now: Self.now()) }
-        let statistics = context.statistics.push
-        switch offer {
-        case .queued:
-            pump()
-        case .duplicate:
-            break
-        case .full:
-            let dropped = statistics.dropped.add(1, ordering: .relaxed).newValue
-            if dropped.isPowerOfTwo {
-                logger.warning(
-                    "offline push: the queue is full, a notification was dropped",
-                    metadata: ["to": "\(notification.to)", "id": "\(notification.id)", "queue": "\(settings.queue)", "dropped": "\(dropped)"])
-            }
-        }
+        guard case .presence(let user, let device)? = topics.classify(message.topic) else { return }
+        let online = message.payload.isEmpty ? false : (try? PayloadCodec.decode(PresencePayload.self, from: message.payload))?.status == .online
+        queue.withLock { $0.presence(user: user, device: device, online: online) }
     }
 
     /// Starts what is due and arms the timer for what comes next.
     private func pump() {
         let now = Self.now()
         let (steps, wakeUp, count) = queue.withLock { queue in (queue.takeDue(now: now), queue.nextWakeUp(now: now), queue.count) }
-        context.statistics.push.queued.store(count, ordering: .relaxed)
+        statistics.queued.store(count, ordering: .relaxed)
         for step in steps {
             switch step {
             case .post(let attempt):
                 commandSink.yield(.post(attempt))
             case .suppressed(let notification):
-                context.statistics.push.suppressed.add(1, ordering: .relaxed)
+                statistics.suppressed.add(1, ordering: .relaxed)
                 logger.debug("offline push: the recipient is online", metadata: ["to": "\(notification.to)", "id": "\(notification.id)"])
             }
         }
@@ -193,7 +191,6 @@ final class PushNotifier: Sendable {
     private func post(_ attempt: PushQueue.Attempt) async {
         let outcome = await send(attempt)
         let finish = queue.withLock { $0.finished(attempt, outcome, now: Self.now()) }
-        let statistics = context.statistics.push
         let metadata: Logger.Metadata = [
             "to": "\(attempt.notification.to)", "from": "\(attempt.notification.from)", "id": "\(attempt.notification.id)",
             "attempt": "\(attempt.number)",

@@ -77,7 +77,6 @@ public struct BrokerCredentials: Sendable, Hashable {
     /// their roles.
     func dynamicSecurityJSON(prefix: String) throws -> Data {
         let all = "\(prefix)/#"
-        let push = GatewayTopics(prefix: prefix).pushInboxFilter
         let configuration = DynamicSecurity(
             defaultACLAccess: .init(publishClientSend: false, publishClientReceive: false, subscribe: false, unsubscribe: false),
             clients: [
@@ -95,10 +94,6 @@ public struct BrokerCredentials: Sendable, Hashable {
                     .init(acltype: "publishClientReceive", topic: all, allow: true),
                     .init(acltype: "subscribePattern", topic: all, allow: true),
                     .init(acltype: "unsubscribePattern", topic: all, allow: true),
-                    // The offline-push webhook's shared subscription (`$share/...` is
-                    // checked as written).
-                    .init(acltype: "subscribePattern", topic: push, allow: true),
-                    .init(acltype: "unsubscribePattern", topic: push, allow: true),
                 ]),
                 .init(rolename: "observer", acls: [
                     .init(acltype: "publishClientReceive", topic: all, allow: true),

@@ -26,6 +26,9 @@ final class ConnectionMailbox: Sendable {
         var sequence: UInt32
         var sessionID: UInt16
         var serverTime: UInt64
+        /// Its offline-push notification, once the broker has it: only with `push.url`, and
+        /// not while a device of the recipient is online.
+        var push: PushNotification? = nil
     }
 
     private struct State {

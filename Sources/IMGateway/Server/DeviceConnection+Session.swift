@@ -118,10 +118,13 @@ extension DeviceConnection {
             return
         }
         let serverTime = unixMilliseconds()
+        let push = gateway.push.flatMap { push in
+            push.mayNotify(chat.to) ? PushNotification(send: chat, from: session.user, serverTime: serverTime, settings: push.settings) : nil
+        }
         chatsToStart.append(ChatStart(
             publish: session.chatPublish(chat, serverTime: serverTime),
             ticket: .init(messageID: chat.messageID, fingerprint: fingerprint, sequence: header.sequence, sessionID: header.sessionID,
-                          serverTime: serverTime)))
+                          serverTime: serverTime, push: push)))
     }
 
     /// Hands what this read burst (or mailbox batch) gathered to the MQTT client, in one
@@ -244,6 +247,7 @@ extension DeviceConnection {
         switch outcome {
         case .success:
             gateway.dedup.record(user: session.user, id: ticket.messageID, fingerprint: ticket.fingerprint, serverTime: ticket.serverTime)
+            if let notification = ticket.push { gateway.push?.chatAccepted(notification) }
             write(Ack(sequence: ticket.sequence, messageID: ticket.messageID, serverTime: ticket.serverTime)
                 .frame(timestamp: timestamp, sessionID: ticket.sessionID))
         case .failure(let error):

@@ -20,7 +20,9 @@ final class GatewayContext: Sendable {
     let admissions: ConnectionAdmissions
     let registry = SessionRegistry()
     let dedup: DedupStore
-    let statistics = GatewayStatistics()
+    let statistics: GatewayStatistics
+    /// The offline-push webhook, when `push.url` is set; ``GatewayServer/run()`` runs it.
+    let push: PushNotifier?
     let shares: LocationShareDirectory
     /// At most this many MQTT connects in progress: a login storm must not overflow the
     /// broker's listen backlog (mosquitto: 100).
@@ -51,6 +53,11 @@ final class GatewayContext: Sendable {
         self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))
         self.connectGate = ConcurrencyGate(limit: 64)
         self.logger = logger
+        let statistics = GatewayStatistics()
+        self.statistics = statistics
+        self.push = configuration.push.enabled
+            ? PushNotifier(configuration: configuration, broker: broker, loop: mqttLoop, statistics: statistics.push, logger: logger)
+            : nil
     }
 
     /// Whether `message`, on a topic only gateways write (a chat, receipt, share or position),
@@ -95,7 +102,8 @@ final class PushStatistics: Sendable {
     let queued = Atomic<Int>(0)
     /// Notifications the webhook answered with 2xx.
     let delivered = Atomic<Int>(0)
-    /// Notifications not sent because a device of the recipient was online by then.
+    /// Notifications queued and then not sent because a device of the recipient had come
+    /// online (a chat for a user online when it is accepted makes no notification at all).
     let suppressed = Atomic<Int>(0)
     /// POSTs that failed and will be made again.
     let retries = Atomic<Int>(0)

@@ -23,8 +23,6 @@ public final class GatewayServer: Service, Sendable {
     /// The gateway's control client: the backend's disconnects and revocations, the API's
     /// publishes and lookups.
     private let control: ControlClient
-    /// The offline-push webhook, when `push.url` is set.
-    private let push: PushNotifier?
 
     /// Binds the listener. Nothing is accepted until `run()`.
     public static func bind(
@@ -90,8 +88,7 @@ public final class GatewayServer: Service, Sendable {
             : nil
         let control = ControlClient(context: context)
         let api = configuration.api.enabled ? try HTTPEndpoint.api(context: context, broker: control) : nil
-        let push = configuration.push.enabled ? PushNotifier(context: context) : nil
-        return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, control: control, push: push)
+        return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, control: control)
     }
 
     /// The server side of TLS for device connections (`listen.tls`: PEM certificate chain
@@ -110,8 +107,7 @@ public final class GatewayServer: Service, Sendable {
         context: GatewayContext,
         metrics: HTTPEndpoint?,
         api: HTTPEndpoint?,
-        control: ControlClient,
-        push: PushNotifier?
+        control: ControlClient
     ) {
         self.serverChannel = serverChannel
         self.quiesce = quiesce
@@ -120,7 +116,6 @@ public final class GatewayServer: Service, Sendable {
         self.metrics = metrics
         self.api = api
         self.control = control
-        self.push = push
     }
 
     /// Accepts and serves connections until the listener is closed or graceful shutdown
@@ -132,7 +127,7 @@ public final class GatewayServer: Service, Sendable {
         let context = self.context
         let endpoints = [metrics, api].compactMap { $0 }
         let control = self.control
-        let push = self.push
+        let push = context.push
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await control.run() }

@@ -77,13 +77,6 @@ public struct GatewayTopics: Sendable, Hashable {
     /// `{prefix}/u/{user}/presence/+`: the presence of every device of `user` (PRESENCE_WATCH).
     public func presenceFilter(user: String) -> String { self.userTopic(user, "presence/+") }
 
-    /// The shared-subscription group of the offline-push webhook: every gateway is in it.
-    public static let pushShareGroup = "imgw-push"
-
-    /// `$share/imgw-push/{prefix}/u/+/inbox`: every user's chats, each to one gateway of the
-    /// cluster (the offline-push webhook). A broker's ACL must let the gateways subscribe to it.
-    public var pushInboxFilter: String { "$share/\(Self.pushShareGroup)/\(self.prefix)/u/+/inbox" }
-
     /// `{prefix}/$ctl/marker/{client}`: where one of the gateway's own MQTT clients
     /// publishes a marker to itself (it comes back after the retained messages of the
     /// subscriptions made before it); `/` in the client id becomes `_`.
