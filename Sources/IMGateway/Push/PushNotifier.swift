@@ -29,7 +29,8 @@ final class PushNotifier: Sendable {
     private let statistics: PushStatistics
     private let logger: Logger
     private let client: MosquittoClient
-    private let http: HTTPClient
+    /// AsyncHTTPClient's settings; ``run()`` makes the client (and shuts it down).
+    private let http: HTTPClient.Configuration
     private let markerTopic: String
     private let queue: Mutex<PushQueue>
     /// Which subscription the marker in flight completes.
@@ -66,7 +67,7 @@ final class PushNotifier: Sendable {
         }
         http.http1_1ConnectionDebugInitializer = markCloseOnExec
         http.http2ConnectionDebugInitializer = markCloseOnExec
-        self.http = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: http, backgroundActivityLogger: logger)
+        self.http = http
     }
 
     /// Whether a notification may be due for a chat to `user`: false while a device of his is
@@ -98,6 +99,7 @@ final class PushNotifier: Sendable {
     /// (POSTs under way are cancelled) and logs what was left unsent.
     func run() async {
         let topics = self.topics
+        let http = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: self.http, backgroundActivityLogger: logger)
         await withDiscardingTaskGroup { group in
             // On the MQTT loop thread, as messages arrive: a lookup and a lock each.
             await client.deliverMessages { message in
@@ -113,7 +115,7 @@ final class PushNotifier: Sendable {
             for await command in commands {
                 switch command {
                 case .post(let attempt):
-                    group.addTask { await self.post(attempt) }
+                    group.addTask { await self.post(attempt, with: http) }
                 case .wakeUp(let time):
                     group.addTask {
                         try? await Task.sleep(until: Self.clockOrigin + .seconds(time), clock: .continuous)
@@ -188,8 +190,8 @@ final class PushNotifier: Sendable {
         if let wakeUp { commandSink.yield(.wakeUp(at: wakeUp)) }
     }
 
-    private func post(_ attempt: PushQueue.Attempt) async {
-        let outcome = await send(attempt)
+    private func post(_ attempt: PushQueue.Attempt, with http: HTTPClient) async {
+        let outcome = await send(attempt, with: http)
         let finish = queue.withLock { $0.finished(attempt, outcome, now: Self.now()) }
         let metadata: Logger.Metadata = [
             "to": "\(attempt.notification.to)", "from": "\(attempt.notification.from)", "id": "\(attempt.notification.id)",
@@ -216,7 +218,7 @@ final class PushNotifier: Sendable {
 
     /// One POST: delivered for a 2xx answer; a time-out, a connection error, 408, 429 and
     /// 5xx may pass at a retry, other answers will not.
-    private func send(_ attempt: PushQueue.Attempt) async -> PushQueue.Outcome {
+    private func send(_ attempt: PushQueue.Attempt, with http: HTTPClient) async -> PushQueue.Outcome {
         let body = attempt.notification.body
         var request = HTTPClientRequest(url: url)
         request.method = .POST
