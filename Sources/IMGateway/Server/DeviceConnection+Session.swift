@@ -15,6 +15,8 @@ extension DeviceConnection {
                 acknowledgements.append(settled.deliveryID)
                 if let origin = settled.origin { delivered.append(origin) }
             }
+        case .chat(let chat) where chat.isGroup:
+            reply(Ack.refusing(sequence: header.sequence, code: .unknownOperation, message: "group chat is not supported by this gateway yet"), to: header)
         case .chat(let chat):
             gateway.statistics.messagesIn.add(1, ordering: .relaxed)
             startChat(chat, header)

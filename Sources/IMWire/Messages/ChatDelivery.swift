@@ -1,12 +1,23 @@
 /// A chat message delivered to a device (DATA, implied op DELIVERY): FROM, MESSAGE_ID,
-/// SERVER_TIME, content. The device ACKs it; until then the gateway may deliver it again
-/// with the resend flag, so devices de-duplicate by (FROM, MESSAGE_ID).
+/// SERVER_TIME, content, and GROUP for a group message. The device ACKs it; until then the
+/// gateway may deliver it again with the resend flag, so devices de-duplicate by (FROM,
+/// MESSAGE_ID).
+///
+/// A **carbon** (``carbon``) is a copy of a message the device's own user sent from another
+/// device: FROM is the user, and TO (one-to-one) or GROUP names the conversation. Having FROM
+/// and TO, it carries its operation item (TO alone would imply CHAT).
 public struct ChatDelivery: IMMessageBody {
     public static var frameType: IMFrameType { .data }
     public static var operation: IMOperation { .delivery }
 
     /// The sender's user id.
     public var from: String
+    /// The group, for a group message.
+    public var group: String?
+    /// For a carbon of a one-to-one message: its recipient.
+    public var to: String?
+    /// Whether this is a copy of a message the user sent from another device.
+    public var carbon: Bool
     /// The sender's message id.
     public var messageID: String
     /// When the gateway accepted the message, Unix milliseconds.
@@ -28,9 +39,15 @@ public struct ChatDelivery: IMMessageBody {
         content: IMContent,
         qos: IMQoS = .atLeastOnce,
         resend: Bool = false,
-        extensions: [TLVItem] = []
+        extensions: [TLVItem] = [],
+        group: String? = nil,
+        to: String? = nil,
+        carbon: Bool = false
     ) {
         self.from = from
+        self.group = group
+        self.to = to
+        self.carbon = carbon
         self.messageID = messageID
         self.serverTime = serverTime
         self.content = content
@@ -48,12 +65,16 @@ public struct ChatDelivery: IMMessageBody {
             content: chat.content,
             qos: chat.qos,
             resend: resend,
-            extensions: chat.extensions
+            extensions: chat.extensions,
+            group: chat.group
         )
     }
 
     public init(fields: TLVFields) throws(IMWireError) {
         self.from = try fields.identifier(.from)
+        self.group = try fields.optionalIdentifier(.group)
+        self.to = try fields.optionalIdentifier(.to)
+        self.carbon = try fields.flag(.carbon)
         self.messageID = try fields.string(.messageID, length: IMWire.messageIDLength)
         self.serverTime = try fields.integer(.serverTime)
         self.content = try IMContent(fields: fields)
@@ -63,7 +84,15 @@ public struct ChatDelivery: IMMessageBody {
     }
 
     public func write(to writer: inout TLVWriter) {
-        writer.write(.from, string: self.from)
+        if let to = self.to {
+            writer.write(.operation, integer: Self.operation.rawValue)
+            writer.write(.from, string: self.from)
+            writer.write(.to, string: to)
+        } else {
+            writer.write(.from, string: self.from)
+        }
+        if let group = self.group { writer.write(.group, string: group) }
+        if self.carbon { writer.write(.carbon, flag: true) }
         writer.write(.messageID, string: self.messageID)
         writer.write(.serverTime, integer: self.serverTime)
         if self.qos != .atLeastOnce { writer.write(.qos, integer: self.qos.rawValue) }

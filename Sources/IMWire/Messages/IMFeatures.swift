@@ -20,6 +20,12 @@ public struct IMFeatures: OptionSet, Hashable, Sendable {
     public static let pubSub = IMFeatures(rawValue: 1 << 5)
     /// Bit 6: delivery and read receipts are available.
     public static let receipts = IMFeatures(rawValue: 1 << 6)
+    /// Bit 7: group chat is available.
+    public static let groups = IMFeatures(rawValue: 1 << 7)
+    /// Bit 8: carbons (copies of what the user's other devices send) are available.
+    public static let carbons = IMFeatures(rawValue: 1 << 8)
+    /// Bit 9: typing states are available.
+    public static let typing = IMFeatures(rawValue: 1 << 9)
 
     /// Each defined bit with its document name and meaning, in bit order.
     public static let allKnown: [(name: String, feature: IMFeatures, meaning: String)] = [
@@ -30,5 +36,8 @@ public struct IMFeatures: OptionSet, Hashable, Sendable {
         ("LOCATION", .location, "Location operations are available."),
         ("PUBSUB", .pubSub, "Generic publish/subscribe is available."),
         ("RECEIPTS", .receipts, "Delivery and read receipts are available."),
+        ("GROUPS", .groups, "Group chat is available."),
+        ("CARBONS", .carbons, "Carbons of what the user's other devices send are available."),
+        ("TYPING", .typing, "Typing states are available."),
     ]
 }

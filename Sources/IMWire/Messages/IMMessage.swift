@@ -61,6 +61,8 @@ public enum IMMessage: Hashable, Sendable {
     case unsubscribe(Unsubscribe)
     /// PUBLISH (DATA).
     case publish(Publish)
+    /// TYPING (CONTROL).
+    case typing(Typing)
 
     /// The operation of the message in `frame` (explicit or implied), whether or not the
     /// message itself is valid; `nil` for a frame without one (HEARTBEAT, ACK) or whose
@@ -117,6 +119,7 @@ public enum IMMessage: Hashable, Sendable {
         case .subscribe: self = .subscribe(try Subscribe(fields: fields))
         case .unsubscribe: self = .unsubscribe(try Unsubscribe(fields: fields))
         case .publish: self = .publish(try Publish(fields: fields))
+        case .typing: self = .typing(try Typing(fields: fields))
         default: throw .unknownOperation(type: frame.header.type, operation: operation.rawValue)
         }
     }
@@ -149,6 +152,7 @@ public enum IMMessage: Hashable, Sendable {
         case .subscribe(let m): m
         case .unsubscribe(let m): m
         case .publish(let m): m
+        case .typing(let m): m
         }
     }
 

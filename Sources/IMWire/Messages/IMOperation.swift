@@ -57,7 +57,9 @@ public struct IMOperation: RawRepresentable, Hashable, Sendable, Comparable, Cus
     public static let unsubscribe = IMOperation(0x0041)
     /// A generic publish, in either direction.
     public static let publish = IMOperation(0x0042)
-    /// A chat message, client to gateway (implied: DATA with ``IMTag/to``).
+    /// Typing state in a conversation, in either direction (CONTROL).
+    public static let typing = IMOperation(0x0070)
+    /// A chat message, client to gateway (implied: DATA with ``IMTag/to`` or ``IMTag/group``).
     public static let chat = IMOperation(0x0050)
     /// A chat message, gateway to client (implied: DATA with ``IMTag/from``).
     public static let delivery = IMOperation(0x0051)
@@ -93,13 +95,15 @@ public struct IMOperation: RawRepresentable, Hashable, Sendable, Comparable, Cus
         0x0040: ("SUBSCRIBE", .control), 0x0041: ("UNSUBSCRIBE", .control), 0x0042: ("PUBLISH", .data),
         0x0050: ("CHAT", .data), 0x0051: ("DELIVERY", .data),
         0x0060: ("RECEIPT", .readReceipt), 0x0061: ("RECEIPT_NOTICE", .readReceipt),
+        0x0070: ("TYPING", .control),
     ]
 }
 
 extension IMOperation {
     /// The operation of a frame: its operation item, or the one its type and items imply.
     ///
-    /// Implied: DATA with TO → CHAT, with FROM → DELIVERY; READ_RECEIPT with TO → RECEIPT,
+    /// Implied: DATA with TO → CHAT, with FROM → DELIVERY, with GROUP and neither → CHAT (a
+    /// carbon DELIVERY, which has FROM and TO, carries its operation item); READ_RECEIPT with TO → RECEIPT,
     /// with FROM → RECEIPT_NOTICE (TO wins when both are present). A CONTROL frame is named by
     /// the first of VERSION_REQUEST → HELLO, VERSION_RESPONSE → HELLO_OK, AUTH_TOKEN → LOGIN,
     /// USER_ID → LOGIN_OK, ERROR_CODE → ERROR **in the order the items appear in the frame**:
@@ -122,6 +126,7 @@ extension IMOperation {
             case .data:
                 if fields[.to] != nil { return .chat }
                 if fields[.from] != nil { return .delivery }
+                if fields[.group] != nil { return .chat }
             case .readReceipt:
                 if fields[.to] != nil { return .receipt }
                 if fields[.from] != nil { return .receiptNotice }

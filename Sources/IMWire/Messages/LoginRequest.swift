@@ -14,23 +14,30 @@ public struct LoginRequest: IMMessageBody {
     /// notices of messages its user sent): `false` asks for none. `nil`: the item is absent,
     /// which means `true`.
     public var receiptNotices: Bool?
+    /// Whether the gateway sends this device carbons (copies of the messages its user sends
+    /// from other devices): `false` asks for none. `nil`: the item is absent, which means
+    /// `true`.
+    public var carbons: Bool?
 
     /// Creates a LOGIN.
-    public init(token: String, deviceID: String? = nil, receiptNotices: Bool? = nil) {
+    public init(token: String, deviceID: String? = nil, receiptNotices: Bool? = nil, carbons: Bool? = nil) {
         self.token = token
         self.deviceID = deviceID
         self.receiptNotices = receiptNotices
+        self.carbons = carbons
     }
 
     public init(fields: TLVFields) throws(IMWireError) {
         self.token = try fields.string(.authToken, length: IMWire.tokenLength)
         self.deviceID = try fields.optionalIdentifier(.deviceID)
         self.receiptNotices = try fields.optionalFlag(.receiptNotices)
+        self.carbons = try fields.optionalFlag(.carbons)
     }
 
     public func write(to writer: inout TLVWriter) {
         writer.write(.authToken, string: self.token)
         if let deviceID { writer.write(.deviceID, string: deviceID) }
         if let receiptNotices { writer.write(.receiptNotices, flag: receiptNotices) }
+        if let carbons { writer.write(.carbons, flag: carbons) }
     }
 }

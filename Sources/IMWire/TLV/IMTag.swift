@@ -39,13 +39,13 @@ extension IMTag {
     public static let versionResponse: IMTag = 0x0002
     /// Seed read receipt (u32 sequence). Not used by this protocol; ignored.
     public static let seedReadReceipt: IMTag = 0x0010
-    /// Group id (UTF-8). Reserved.
+    /// Group id (UTF-8): the group a CHAT goes to, a DELIVERY or TYPING comes from.
     public static let group: IMTag = 0x0011
     /// Seed file item. Reserved.
     public static let file: IMTag = 0x0012
     /// User status (u8): 0 offline, 1 online.
     public static let userStatus: IMTag = 0x0020
-    /// Typing indicator. Reserved.
+    /// Typing state (u8), see ``TypingState``.
     public static let typing: IMTag = 0x0021
 
     // MARK: Session (0x0100–0x01FF)
@@ -77,6 +77,9 @@ extension IMTag {
     /// In a negative ACK RATE_LIMITED (u32): milliseconds to wait before sending that kind of
     /// request again.
     public static let retryAfter: IMTag = 0x010B
+    /// In LOGIN (u8 flag): 1 (the default when absent) sends this device carbons (copies of
+    /// what the user's other devices send), 0 does not.
+    public static let carbons: IMTag = 0x010C
 
     // MARK: Messaging (0x0200–0x02FF)
 
@@ -94,6 +97,9 @@ extension IMTag {
     public static let qos: IMTag = 0x0205
     /// Receipt kind (u8): 1 delivered, 2 read.
     public static let receiptKind: IMTag = 0x0206
+    /// In a DELIVERY (u8 flag): 1, a copy of a message the user sent from another of their
+    /// devices (a carbon); it carries TO or GROUP, the conversation.
+    public static let carbon: IMTag = 0x0207
 
     // MARK: Presence (0x0300–0x03FF)
 
