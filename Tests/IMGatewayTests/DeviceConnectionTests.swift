@@ -132,7 +132,7 @@ struct DeviceConnectionTests {
         guard case .loginOK(let ok) = try IMMessage(frame: frame) else { return }
         #expect(ok.userID == "alice" && ok.deviceID == "phone" && ok.refSequence == 2)
         let subscribed = await session.next { if case .subscribe(let filters) = $0 { filters } else { nil } }
-        #expect(subscribed == ["im/u/alice/inbox", "im/u/alice/receipts"])
+        #expect(subscribed == ["im/u/alice/inbox", "im/u/alice/receipts", "im/u/alice/signal", "im/u/alice/presence/+"])
         let announced = await session.next { if case .publish(let publish) = $0 { publish } else { nil } }
         #expect(announced?.topic == "im/u/alice/presence/phone" && announced?.retain == true)
         try await harness.channel.close()

@@ -18,6 +18,9 @@ struct PayloadJSONTests {
             id: "m-3", from: "alice", to: "bob", ts: 42, type: "image", data: "AAEC/w==", qos: 2,
             ext: [.init(tag: 0xF000, data: "YS9i"), .init(tag: 0xFFFE, data: "")]),
         ChatPayload(id: "m-4", from: "alice", to: "bob", ts: 7, type: "custom", data: "", qos: -1, ext: []),
+        ChatPayload(id: "m-5", from: "alice", to: "bob", ts: 8, type: "text", text: "standup", group: "team"),
+        ChatPayload(id: "m-6", from: "alice", to: "bob", ts: 9, type: "text", text: "hi", carbon: true),
+        ChatPayload(id: "m-7", from: "alice", to: "alice", ts: 9, type: "text", text: "hi all", group: "team", carbon: false),
     ]
 
     static let receipts: [ReceiptPayload] = [

@@ -51,10 +51,11 @@ struct ReceiptNoticeTests {
         }
         #expect(kinds == [.delivered, .read])
 
-        // The watch: the reply, and then a heartbeat's ACK, which the gateway writes after
-        // anything it had queued with the reply. No notice may come before it.
+        // The watch: the carbon of what the tablet sent, the reply, and then a heartbeat's ACK,
+        // which the gateway writes after anything it had queued with the reply. No notice may
+        // come before it.
         var seen: [IMMessage] = []
-        while !seen.contains(where: { if case .delivery = $0 { true } else { false } }) {
+        while !seen.contains(where: { if case .delivery(let delivery) = $0 { delivery.messageID == "rn-reply" } else { false } }) {
             let (frame, message) = try await watch.next(within: 10, "the watch's copy of the reply")
             seen.append(message)
             if case .delivery = message { try await watch.ack(frame) }

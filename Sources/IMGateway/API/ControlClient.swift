@@ -80,7 +80,9 @@ final class ControlClient: Sendable {
                 // back with the retained set at the next subscription.
                 .init(context.topics.revokedFilter, qos: .atMostOnce),
             ],
-            checkingEvery: .seconds(1), logger: logger, problem: "the gateway's control client is not connected")
+            checkingEvery: .seconds(1), logger: logger, problem: "the gateway's control client is not connected",
+            // A new connection follows no group: the directory starts again.
+            subscribed: { [context] _ in context.groups.reset() })
         failAll(.notConnected)
     }
 
@@ -89,6 +91,28 @@ final class ControlClient: Sendable {
         guard await client.state == .connected else { throw Failure.notConnected }
         try await client.publish(
             topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain, properties: message.properties)
+    }
+
+    /// Subscribes to `filter` at QoS 0 (every retained message arrives, whatever the broker's
+    /// queue limit) and returns once its retained messages have arrived; they, and what
+    /// follows, go where ``receive(_:)`` sends them. The subscription stays until
+    /// ``unfollow(_:)`` or until the connection is lost (`reconnected` in ``run(reconnected:)``).
+    func follow(_ filter: String) async throws {
+        guard await client.state == .connected else { throw Failure.notConnected }
+        let id = lookups.withLock { lookups in
+            lookups.nextID += 1
+            lookups.pending[lookups.nextID] = Pending(filter: filter, matches: { _ in false })
+            return lookups.nextID
+        }
+        defer { _ = lookups.withLock { $0.pending.removeValue(forKey: id) } }
+        _ = try await client.subscribe(filter, qos: .atMostOnce)
+        try await client.publish(topic: markerTopic, payload: Array(String(id).utf8), qos: .atLeastOnce)
+        _ = try await waitForMarker(id)
+    }
+
+    /// Ends a ``follow(_:)``.
+    func unfollow(_ filter: String) async {
+        try? await client.unsubscribe(filter)
     }
 
     /// The retained messages on `filter` (and anything published there meanwhile) whose topic
@@ -170,6 +194,12 @@ final class ControlClient: Sendable {
                 return
             }
             Task { await self.disconnect(disconnect) }
+            return
+        }
+        if case .groupMember(let group, let user)? = context.topics.classify(message.topic) {
+            guard context.isFromAGateway(message) else { return }
+            let since = message.payload.isEmpty ? nil : (try? PayloadCodec.decode(GroupMemberPayload.self, from: message.payload))?.since
+            context.groups.apply(group: group, user: user, since: since)
             return
         }
         if let user = revokedUser(message.topic) {

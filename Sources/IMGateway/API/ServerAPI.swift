@@ -16,20 +16,26 @@ struct ServerAPI: APIProtocol {
     /// The longest text of a message (docs/openapi.yaml: `maxLength`, in characters).
     static let maxTextLength = 65_536
 
+    /// The sender of a message request to `recipient` (a user or a group), or why it is refused:
+    /// an id no one can have (404), or an invalid id, message id or text (400).
+    func sender(of body: Components.Schemas.SendMessageRequest, to recipient: (String, IMIdentifier.Kind)) -> Result<String, IDRefusal> {
+        let from = body.from ?? context.configuration.api.systemSender
+        if let refusal = Self.refusal(of: [recipient, (from, .user)]) { return .failure(refusal) }
+        guard IMIdentifier.isValidMessageID(body.id) else { return .failure(.invalid(Self.error("bad_request", IMIdentifier.messageIDRule))) }
+        guard body.text.unicodeScalars.count <= Self.maxTextLength else {
+            return .failure(.invalid(Self.error("bad_request", "text is longer than \(Self.maxTextLength) characters")))
+        }
+        return .success(from)
+    }
+
     func sendMessage(_ input: Operations.SendMessage.Input) async throws -> Operations.SendMessage.Output {
         guard case .json(let body) = input.body else { return .badRequest(.init(body: .json(Self.error("bad_request", "the body must be JSON")))) }
         let to = input.path.user
-        let from = body.from ?? context.configuration.api.systemSender
-        switch Self.refusal(of: [(to, .user), (from, .user)]) {
-        case .noSuchUser(let error)?: return .notFound(.init(body: .json(error)))
-        case .invalid(let error)?: return .badRequest(.init(body: .json(error)))
-        case nil: break
-        }
-        guard IMIdentifier.isValidMessageID(body.id) else {
-            return .badRequest(.init(body: .json(Self.error("bad_request", IMIdentifier.messageIDRule))))
-        }
-        guard body.text.unicodeScalars.count <= Self.maxTextLength else {
-            return .badRequest(.init(body: .json(Self.error("bad_request", "text is longer than \(Self.maxTextLength) characters"))))
+        let from: String
+        switch sender(of: body, to: (to, .user)) {
+        case .success(let sender): from = sender
+        case .failure(.noSuchUser(let error)): return .notFound(.init(body: .json(error)))
+        case .failure(.invalid(let error)): return .badRequest(.init(body: .json(error)))
         }
         let chat = ChatSend(to: to, messageID: body.id, content: .text(body.text))
         let fingerprint = ChatFingerprint(chat)
@@ -147,7 +153,7 @@ struct ServerAPI: APIProtocol {
     }
 
     /// Why ids from a request are refused.
-    enum IDRefusal {
+    enum IDRefusal: Error {
         /// 404: an id the schema allows (64 characters) that no user or device can have (64
         /// bytes, the gateway's limit, IMIdentifier).
         case noSuchUser(Components.Schemas.ErrorResponse)

@@ -68,6 +68,9 @@ extension GatewayConfiguration {
         if self.pubsub.topicSpace == GatewayTopics.userLevel {
             check.fail("pubsub.topic_space", "\"u\"", "is the level of the per-user topics")
         }
+        if self.pubsub.topicSpace == GatewayTopics.groupLevel {
+            check.fail("pubsub.topic_space", "\"g\"", "is the level of the groups' topics")
+        }
         check.range("pubsub.max_qos", self.pubsub.maxQoS, 0...2)
 
         check.range("stats_interval", self.statsInterval, 0...86400)
@@ -86,6 +89,7 @@ extension GatewayConfiguration {
             if key.key.utf8.count < 32 { check.fail("api.keys[\(index)].key", "(\(key.key.utf8.count) bytes)", "is shorter than 32 bytes; use a random one") }
             if !keys.insert(key.key).inserted { check.fail("api.keys[\(index)].key", "(of \(key.name))", "is another key's too") }
         }
+        self.groups.check(&check)
         self.push.check(&check)
         if !Self.logLevels.contains(self.logLevel) {
             check.fail("log_level", self.logLevel.debugDescription, "is not one of \(Self.logLevels.joined(separator: ", "))")

@@ -20,6 +20,7 @@ import Foundation
 /// | `stats_interval` | 10 (0: no stats) |
 /// | `metrics` | ``MetricsSettings``: 127.0.0.1:9469, enabled |
 /// | `api` | ``APISettings``: 127.0.0.1:9470, no keys (off), `system_sender` system |
+/// | `groups` | ``GroupSettings``: 1,000 members at most, 10,000 groups followed per gateway |
 /// | `push` | ``PushSettings``: no URL (off), no preview, 250 ms delay, 6 attempts, queue 10,000 |
 /// | `log_level` | `info` |
 public struct GatewayConfiguration: Codable, Sendable, Hashable {
@@ -47,6 +48,8 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
     public var metrics: MetricsSettings
     /// `api`: the server API for the app backend.
     public var api: APISettings
+    /// `groups`: group chat.
+    public var groups: GroupSettings
     /// `push`: the offline-push webhook.
     public var push: PushSettings
     /// `log_level`: trace, debug, info, notice, warning, error or critical.
@@ -66,6 +69,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         statsInterval: Int = 10,
         metrics: MetricsSettings = MetricsSettings(),
         api: APISettings = APISettings(),
+        groups: GroupSettings = GroupSettings(),
         push: PushSettings = PushSettings(),
         logLevel: String = "info"
     ) {
@@ -81,6 +85,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         self.statsInterval = statsInterval
         self.metrics = metrics
         self.api = api
+        self.groups = groups
         self.push = push
         self.logLevel = logLevel
     }
@@ -98,7 +103,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         case embeddedBroker = "embedded_broker"
         case auth, limits, location, pubsub
         case statsInterval = "stats_interval"
-        case metrics, api, push
+        case metrics, api, groups, push
         case logLevel = "log_level"
     }
 
@@ -118,6 +123,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         self.statsInterval = try c.value(.statsInterval, or: d.statsInterval)
         self.metrics = try c.value(.metrics, or: d.metrics)
         self.api = try c.value(.api, or: d.api)
+        self.groups = try c.value(.groups, or: d.groups)
         self.push = try c.value(.push, or: d.push)
         self.logLevel = try c.value(.logLevel, or: d.logLevel)
     }
@@ -136,6 +142,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         try c.encode(self.statsInterval, forKey: .statsInterval)
         try c.encode(self.metrics, forKey: .metrics)
         try c.encode(self.api, forKey: .api)
+        try c.encode(self.groups, forKey: .groups)
         try c.encode(self.push, forKey: .push)
         try c.encode(self.logLevel, forKey: .logLevel)
     }

@@ -4,6 +4,10 @@ extension ChatPayload: FixedShapePayload {
         var writer = PayloadJSONWriter(capacity: 96 + id.utf8.count + from.utf8.count + to.utf8.count
             + (text?.utf8.count ?? 0) + (data?.utf8.count ?? 0))
         writer.beginObject()
+        if let carbon {
+            writer.key("carbon")
+            writer.bool(carbon)
+        }
         if let data {
             writer.key("data")
             writer.string(data)
@@ -23,6 +27,10 @@ extension ChatPayload: FixedShapePayload {
         }
         writer.key("from")
         writer.string(from)
+        if let group {
+            writer.key("group")
+            writer.string(group)
+        }
         writer.key("id")
         writer.string(id)
         if let qos {
@@ -47,7 +55,7 @@ extension ChatPayload: FixedShapePayload {
     public init?(fastJSON bytes: [UInt8]) {
         guard let payload = PayloadJSONReader.read(bytes, { reader -> ChatPayload? in
             var id: String?, from: String?, to: String?, ts: UInt64?, type: String?
-            var text: String?, data: String?, qos: Int?, ext: [Extension]?
+            var text: String?, data: String?, qos: Int?, ext: [Extension]?, group: String?, carbon: Bool?
             let complete = reader.object { key, reader in
                 // An unknown or repeated key ends the fast path: Foundation's decoder decides.
                 if key.spells("id") { return PayloadJSONReader.fill(&id, with: reader.string()) }
@@ -59,10 +67,13 @@ extension ChatPayload: FixedShapePayload {
                 if key.spells("data") { return PayloadJSONReader.fill(&data, with: reader.string()) }
                 if key.spells("qos") { return PayloadJSONReader.fill(&qos, with: reader.integer()) }
                 if key.spells("ext") { return PayloadJSONReader.fill(&ext, with: Self.readExtensions(&reader)) }
+                if key.spells("group") { return PayloadJSONReader.fill(&group, with: reader.string()) }
+                if key.spells("carbon") { return PayloadJSONReader.fill(&carbon, with: reader.bool()) }
                 return false
             }
             guard complete, let id, let from, let to, let ts, let type else { return nil }
-            return ChatPayload(id: id, from: from, to: to, ts: ts, type: type, text: text, data: data, qos: qos, ext: ext)
+            return ChatPayload(
+                id: id, from: from, to: to, ts: ts, type: type, text: text, data: data, qos: qos, ext: ext, group: group, carbon: carbon)
         }) else { return nil }
         self = payload
     }

@@ -7,6 +7,9 @@ import NIOCore
 /// ```json
 /// {"from":"alice","id":"m-0001","text":"Hello, Bob! 👋","to":"bob","ts":1735689600123,"type":"text"}
 /// ```
+/// A group message, one copy per member's inbox, carries `group` (`to` is then the member); a
+/// carbon, a copy in the sender's own inbox for the sender's other devices, carries `carbon`
+/// (`to` is the one-to-one recipient, or the sender for a group message).
 /// Text content is in `text`; other content (`type` `image`, `file_content`, `voice`, `video`,
 /// `location_card`, `custom`: the lower-cased IMWire tag names) is base64 in `data`. `qos` is
 /// present only when not 1; `ext` holds application-defined items (tags 0xF000–0xFFFE).
@@ -15,8 +18,13 @@ public struct ChatPayload: Codable, Hashable, Sendable {
     public var id: String
     /// The sender's user id.
     public var from: String
-    /// The recipient's user id.
+    /// The recipient's user id: the inbox's owner, or for a carbon of a one-to-one message, its
+    /// recipient.
     public var to: String
+    /// The group, for a group message.
+    public var group: String?
+    /// `true` for a carbon: a copy of what `from` sent, for `from`'s other devices.
+    public var carbon: Bool?
     /// When the gateway accepted the message, Unix milliseconds (SERVER_TIME).
     public var ts: UInt64
     /// The content type: the lower-cased tag name, e.g. `text` or `image`.
@@ -47,8 +55,11 @@ public struct ChatPayload: Codable, Hashable, Sendable {
     /// Creates a payload field by field.
     public init(
         id: String, from: String, to: String, ts: UInt64, type: String,
-        text: String? = nil, data: String? = nil, qos: Int? = nil, ext: [Extension]? = nil
+        text: String? = nil, data: String? = nil, qos: Int? = nil, ext: [Extension]? = nil,
+        group: String? = nil, carbon: Bool? = nil
     ) {
+        self.group = group
+        self.carbon = carbon
         self.id = id
         self.from = from
         self.to = to
@@ -60,18 +71,21 @@ public struct ChatPayload: Codable, Hashable, Sendable {
         self.ext = ext
     }
 
-    /// The payload for `send`, sent by `from` and accepted at `serverTime` (Unix ms).
-    public init(send: ChatSend, from: String, serverTime: UInt64) {
+    /// The payload for `send`, sent by `from` and accepted at `serverTime` (Unix ms), for the
+    /// inbox of `to` (by default the one-to-one recipient; a group's member for a group
+    /// message), a carbon if `carbon`.
+    public init(send: ChatSend, from: String, serverTime: UInt64, to: String? = nil, carbon: Bool = false) {
         let text = send.content.text
         self.init(
-            id: send.messageID, from: from, to: send.to, ts: serverTime,
+            id: send.messageID, from: from, to: to ?? send.to, ts: serverTime,
             type: Self.typeName(of: send.content.tag),
             text: text,
             data: text == nil ? Data(send.content.value.readableBytesView).base64EncodedString() : nil,
             qos: send.qos == .atLeastOnce ? nil : Int(send.qos.rawValue),
             ext: send.extensions.isEmpty
                 ? nil
-                : send.extensions.map { Extension(tag: Int($0.tag.rawValue), data: Data($0.value.readableBytesView).base64EncodedString()) }
+                : send.extensions.map { Extension(tag: Int($0.tag.rawValue), data: Data($0.value.readableBytesView).base64EncodedString()) },
+            group: send.group, carbon: carbon ? true : nil
         )
     }
 
@@ -99,9 +113,13 @@ public struct ChatPayload: Codable, Hashable, Sendable {
             }
             extensions.append(TLVItem(tag: IMTag(raw), value: try Self.bytes(base64: item.data, field: "ext[\(index)].data")))
         }
+        if let group { guard IMIdentifier.isValid(group) else { throw .invalidField("group", value: group) } }
+        let isCarbon = carbon == true
+        if isCarbon && group == nil { guard IMIdentifier.isValid(self.to) else { throw .invalidField("to", value: self.to) } }
         return ChatDelivery(
             from: self.from, messageID: self.id, serverTime: self.ts, content: IMContent(tag: tag, value: value),
-            qos: qos, resend: resend, extensions: extensions)
+            qos: qos, resend: resend, extensions: extensions, group: group,
+            to: isCarbon && group == nil ? self.to : nil, carbon: isCarbon)
     }
 
     /// The `type` of a content tag: its IMWire name in lower case (`text`, `image`, ...).

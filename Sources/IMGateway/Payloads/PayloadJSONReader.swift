@@ -68,6 +68,19 @@ struct PayloadJSONReader {
         return nil
     }
 
+    /// Reads `true` or `false`.
+    mutating func bool() -> Bool? {
+        skipWhitespace()
+        for (literal, value) in [("true", true), ("false", false)] {
+            let utf8 = Array(literal.utf8)
+            if input.count - index >= utf8.count, input[index..<(index + utf8.count)].elementsEqual(utf8) {
+                index += utf8.count
+                return value
+            }
+        }
+        return nil
+    }
+
     /// Reads a non-negative integer written without fraction or exponent.
     mutating func unsignedInteger() -> UInt64? {
         skipWhitespace()

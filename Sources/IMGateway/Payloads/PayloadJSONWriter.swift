@@ -56,6 +56,12 @@ struct PayloadJSONWriter {
         needsComma = true
     }
 
+    mutating func bool(_ value: Bool) {
+        separate()
+        bytes.append(contentsOf: value ? Array("true".utf8) : Array("false".utf8))
+        needsComma = true
+    }
+
     mutating func number(_ value: UInt64) {
         separate()
         digits(value)

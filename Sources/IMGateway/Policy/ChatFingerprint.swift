@@ -18,7 +18,8 @@ public struct ChatFingerprint: Hashable, Sendable, CustomStringConvertible {
     /// The fingerprint of `chat`.
     public init(_ chat: ChatSend) {
         var hash = FNV1a()
-        hash.add(chat.to)
+        // A group and a user of the same name are different recipients.
+        if chat.isGroup { hash.add(IMTag.group, ByteBuffer(string: chat.to)) } else { hash.add(chat.to) }
         hash.add(chat.content.tag, chat.content.value)
         for item in chat.extensions.sorted(by: { $0.tag < $1.tag }) { hash.add(item.tag, item.value) }
         self.rawValue = hash.value

@@ -23,6 +23,8 @@ struct PushNotification: Codable, Hashable, Sendable {
     var ts: UInt64
     /// The content type, as in the chat payload (`text`, `image`, ...).
     var type: String
+    /// The group, for a group message (`to` is then the member).
+    var group: String?
     /// The start of the text, if configured.
     var preview: String?
 
@@ -35,16 +37,19 @@ struct PushNotification: Codable, Hashable, Sendable {
         id = chat.id
         ts = chat.ts
         type = chat.type
+        group = chat.group
         switch preview {
         case .none: self.preview = nil
         case .text: self.preview = chat.text.map { String($0.prefix(previewLength)) }
         }
     }
 
-    /// The notification for `send` from `sender`, accepted at `serverTime` (Unix ms).
-    init(send: ChatSend, from sender: String, serverTime: UInt64, settings: GatewayConfiguration.PushSettings) {
+    /// The notification for `send` from `sender`, accepted at `serverTime` (Unix ms), for its
+    /// recipient, or for the member `member` of its group.
+    init(send: ChatSend, from sender: String, serverTime: UInt64, settings: GatewayConfiguration.PushSettings, to member: String? = nil) {
         event = "chat"
-        to = send.to
+        to = member ?? send.to
+        group = send.group
         from = sender
         id = send.messageID
         ts = serverTime

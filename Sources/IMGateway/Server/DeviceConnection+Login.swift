@@ -20,6 +20,7 @@ extension DeviceConnection {
     /// outcome comes back to the event loop as ``loginFinished(_:)``.
     func startLogin(_ request: LoginRequest) {
         guard let loop = channelContext?.eventLoop, let mailbox else { return }
+        wantsCarbons = request.carbons ?? true
         Self.spawnLogin(request, gateway: gateway, mailbox: mailbox, logger: logger, connection: NIOLoopBound(self, eventLoop: loop))
     }
 

@@ -16,7 +16,9 @@ extension DeviceConnection {
                 if let origin = settled.origin { delivered.append(origin) }
             }
         case .chat(let chat) where chat.isGroup:
-            reply(Ack.refusing(sequence: header.sequence, code: .unknownOperation, message: "group chat is not supported by this gateway yet"), to: header)
+            gateway.statistics.messagesIn.add(1, ordering: .relaxed)
+            guard admitChat(chat, header) else { return }
+            submit(.groupChat(chat, carbon: !ownDevices.isEmpty), header)
         case .chat(let chat):
             gateway.statistics.messagesIn.add(1, ordering: .relaxed)
             startChat(chat, header)
@@ -103,13 +105,7 @@ extension DeviceConnection {
         let fingerprint = ChatFingerprint(chat)
         switch gateway.dedup.check(user: session.user, id: chat.messageID, fingerprint: fingerprint) {
         case .new:
-            let loop = channelContext?.eventLoop
-            if case .refuse(let retryAfter) = chatLimit.admit(messageID: chat.messageID, now: loop.map { Double($0.now.uptimeNanoseconds) / 1e9 } ?? 0) {
-                let limits = gateway.configuration.limits
-                reply(Ack.rateLimited(sequence: header.sequence, retryAfter: retryAfter,
-                    message: "more than \(limits.chatRate.rounded() == limits.chatRate ? String(Int(limits.chatRate)) : String(limits.chatRate)) chat messages per second; retry in \(retryAfter) ms"), to: header)
-                return
-            }
+            guard admitChat(chat, header) else { return }
         case .duplicate(let earlier):
             reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: earlier), to: header)
             return
@@ -126,7 +122,20 @@ extension DeviceConnection {
         chatsToStart.append(ChatStart(
             publish: session.chatPublish(chat, serverTime: serverTime),
             ticket: .init(messageID: chat.messageID, fingerprint: fingerprint, sequence: header.sequence, sessionID: header.sessionID,
-                          serverTime: serverTime, push: push)))
+                          serverTime: serverTime, push: push),
+            carbon: ownDevices.isEmpty ? nil : session.chatPublish(chat, serverTime: serverTime, copy: .carbon)))
+    }
+
+    /// The chat rate limit (PROTOCOL.md 6.3): false, with the negative ACK sent, past it.
+    private func admitChat(_ chat: ChatSend, _ header: IMFrameHeader) -> Bool {
+        let loop = channelContext?.eventLoop
+        guard case .refuse(let retryAfter) = chatLimit.admit(messageID: chat.messageID, now: loop.map { Double($0.now.uptimeNanoseconds) / 1e9 } ?? 0) else {
+            return true
+        }
+        let limits = gateway.configuration.limits
+        reply(Ack.rateLimited(sequence: header.sequence, retryAfter: retryAfter,
+            message: "more than \(limits.chatRate.rounded() == limits.chatRate ? String(Int(limits.chatRate)) : String(limits.chatRate)) chat messages per second; retry in \(retryAfter) ms"), to: header)
+        return false
     }
 
     /// Hands what this read burst (or mailbox batch) gathered to the MQTT client, in one
@@ -279,10 +288,16 @@ extension DeviceConnection {
                 acknowledgements.append(message.deliveryID)
                 return
             }
+            // A carbon for a device that wants none: done with it.
+            if delivery.carbon && !wantsCarbons {
+                acknowledgements.append(message.deliveryID)
+                return
+            }
             delivery.resend = message.dup
             downlink.enqueue(
                 DownlinkEntry(message: .delivery(delivery), deliveryID: message.deliveryID,
-                              origin: PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID)),
+                              // A carbon's ACK makes no "delivered" receipt.
+                              origin: delivery.carbon ? nil : PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID)),
                 class: .chat)
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)
         case .location(let sharer):
@@ -303,13 +318,14 @@ extension DeviceConnection {
                 downlink.enqueue(DownlinkEntry(message: .publish(publish), deliveryID: message.deliveryID), class: .other)
             }
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)
-        case .presence(let user, _):
-            // Retained "online"/"offline" per device; an empty retained payload (a cleared
-            // presence) carries nothing to tell.
-            if !message.payload.isEmpty, let payload = try? PayloadCodec.decode(PresencePayload.self, from: message.payload),
-               let notice = try? payload.notice(user: user) {
-                downlink.enqueue(DownlinkEntry(message: .presence(notice)), class: .presence, coalescingKey: message.topic)
+        case .presence(let user, let device) where user == session.user:
+            // The user's own devices, for carbons: one with a presence has a session.
+            if device != session.device {
+                if message.payload.isEmpty { ownDevices.remove(device) } else { ownDevices.insert(device) }
             }
+            if requests?.quota.ownPresenceWatched.load(ordering: .relaxed) == true { forwardPresence(message, user: user) }
+        case .presence(let user, _):
+            forwardPresence(message, user: user)
         case .receipts:
             // (Acknowledged at once on the MQTT loop: MosquittoDeviceSession.attach(to:).) Not for a
             // device that logged in with RECEIPT_NOTICES = 0.
@@ -318,6 +334,15 @@ extension DeviceConnection {
             }
         default:
             return
+        }
+    }
+
+    /// A watched device's retained "online"/"offline" as a PRESENCE notice; an empty retained
+    /// payload (a cleared presence) carries nothing to tell.
+    private func forwardPresence(_ message: MosquittoMessage, user: String) {
+        if !message.payload.isEmpty, let payload = try? PayloadCodec.decode(PresencePayload.self, from: message.payload),
+           let notice = try? payload.notice(user: user) {
+            downlink.enqueue(DownlinkEntry(message: .presence(notice)), class: .presence, coalescingKey: message.topic)
         }
     }
 

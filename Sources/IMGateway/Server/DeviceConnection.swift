@@ -62,6 +62,11 @@ final class DeviceConnection: ChannelDuplexHandler {
     var acknowledgements: [UInt64] = []
     /// Sender and id of the last messages the server API sent to this device.
     var apiMessages = RecentKeys(capacity: 1024)
+    /// LOGIN's CARBONS: whether this device takes carbons of what the user's other devices send.
+    var wantsCarbons = true
+    /// The user's other devices that have a session (a retained presence): carbons are made
+    /// only when there is one.
+    var ownDevices: Set<String> = []
     /// ACKed chat deliveries whose "delivered" receipt is not published yet.
     var delivered: [PendingDeliveries.Origin] = []
     /// Set while `delivered` waits for ``receiptWindow`` to pass.
@@ -230,7 +235,7 @@ final class DeviceConnection: ChannelDuplexHandler {
         case .answerHello:
             guard let frame else { return }
             send(.helloOK(HelloOK(
-                version: .current, features: [.zlib, .qos2Chat, .receipts, .presence, .location, .pubSub],
+                version: .current, features: [.zlib, .qos2Chat, .receipts, .presence, .location, .pubSub, .groups, .carbons],
                 maxBodyLength: UInt32(gateway.configuration.limits.maxBodyLength), refSequence: frame.header.sequence)),
                 sessionID: frame.header.sessionID)
         case .startLogin:

@@ -24,6 +24,9 @@ struct DeviceRequests: Sendable {
         case subscribe(Subscribe)
         case unsubscribe(Unsubscribe)
         case publish(Publish)
+        /// A group chat (already past the rate limit); `carbon` when the user has another
+        /// device.
+        case groupChat(ChatSend, carbon: Bool)
     }
 
     let session: any DeviceSession
@@ -36,6 +39,9 @@ struct DeviceRequests: Sendable {
     /// The device's ``SubscriptionQuota``, shared by its jobs.
     final class Quota: Sendable {
         let state: Mutex<SubscriptionQuota>
+        /// Whether the device watches its own user's presence. The session follows it anyway
+        /// (for carbons), so a watch only lets the notices through.
+        let ownPresenceWatched = Atomic<Bool>(false)
 
         init(_ limits: GatewayConfiguration.LimitSettings) {
             state = Mutex(SubscriptionQuota(maxSubscriptions: limits.maxSubscriptions, maxWatches: limits.maxWatches))
@@ -80,6 +86,7 @@ struct DeviceRequests: Sendable {
             guard quota.state.withLock({ $0.admit(watches: users, .presence) }) else {
                 return limitReached(header, "at most \(context.configuration.limits.maxWatches) watched users per device")
             }
+            if users.contains(me) { quota.ownPresenceWatched.store(true, ordering: .relaxed) }
             let results: [MosquittoClient.SubscriptionResult]
             do {
                 results = try await session.subscribe(users.map { .init(context.topics.presenceFilter(user: $0), qos: .atLeastOnce) })
@@ -91,7 +98,9 @@ struct DeviceRequests: Sendable {
             if !rejected.isEmpty { quota.state.withLock { $0.release(watches: rejected, .presence) } }
             sender.reply(rejected.isEmpty ? Ack(sequence: header.sequence) : Ack.refusing(sequence: header.sequence, code: .forbidden), to: header)
         case .unwatch(let users):
-            try await session.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.presenceFilter(user: $0) })
+            // The user's own presence stays subscribed (carbons); its notices stop.
+            if users.contains(me) { quota.ownPresenceWatched.store(false, ordering: .relaxed) }
+            try await session.unsubscribe(users.filter { IMIdentifier.isValid($0) && $0 != me }.map { context.topics.presenceFilter(user: $0) })
             quota.state.withLock { $0.release(watches: users, .presence) }
             sender.reply(Ack(sequence: header.sequence), to: header)
         case .shareStart(let start):
@@ -138,11 +147,50 @@ struct DeviceRequests: Sendable {
             sender.reply(Ack(sequence: header.sequence), to: header)
         case .publish(let publish):
             try await self.publish(publish, header: header)
+        case .groupChat(let chat, let carbon):
+            try await groupChat(chat, carbon: carbon, header: header)
         }
     }
 
     /// Generic subscribe inside the configured topic space (PROTOCOL.md 6.8): one result
     /// per filter, refused ones named.
+    /// A group chat (PROTOCOL.md 6.11): only a member may send; then one copy per other
+    /// member and a carbon, all published before the ACK.
+    private func groupChat(_ chat: ChatSend, carbon: Bool, header: IMFrameHeader) async throws {
+        let me = session.user
+        try IMIdentifier.validate(chat.to, kind: .user)
+        guard IMIdentifier.isValidMessageID(chat.messageID) else {
+            return sender.reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: IMIdentifier.messageIDRule), to: header)
+        }
+        let members = try await context.groups.members(of: chat.to)
+        guard members[me] != nil else {
+            return sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "\(me) is not a member of \(chat.to)"), to: header)
+        }
+        let fingerprint = ChatFingerprint(chat)
+        switch context.dedup.check(user: me, id: chat.messageID, fingerprint: fingerprint) {
+        case .duplicate(let earlier):
+            return sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: earlier ?? unixMilliseconds()), to: header)
+        case .reused:
+            return sender.reply(Ack.refusing(sequence: header.sequence, code: .messageIDReused,
+                message: "message id \(chat.messageID) was already used for another message"), to: header)
+        case .new:
+            break
+        }
+        let serverTime = unixMilliseconds()
+        let others = members.keys.filter { $0 != me }.sorted()
+        var copies = others.map { session.chatPublish(chat, serverTime: serverTime, copy: .member($0)) }
+        if carbon { copies.append(session.chatPublish(chat, serverTime: serverTime, copy: .carbon)) }
+        let deviceSession = self.session
+        try await OutgoingPublish.publishAll(copies, window: context.configuration.broker.maxInflight) { try await deviceSession.publish($0) }
+        context.dedup.record(user: me, id: chat.messageID, fingerprint: fingerprint, serverTime: serverTime)
+        sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime), to: header)
+        if let push = context.push {
+            for member in others where push.mayNotify(member) {
+                push.chatAccepted(PushNotification(send: chat, from: me, serverTime: serverTime, settings: push.settings, to: member))
+            }
+        }
+    }
+
     private func subscribe(_ subscribe: Subscribe, header: IMFrameHeader) async throws {
         let policy = context.configuration.pubsub
         let maxQoS = policy.maxIMQoS

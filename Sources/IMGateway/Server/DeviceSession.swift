@@ -43,11 +43,16 @@ protocol DeviceSession: AnyObject, Sendable {
 }
 
 extension DeviceSession {
-    /// Subscribes to the device's inbox and receipts and publishes "online" (retained).
+    /// Subscribes to the device's inbox (No Local: the carbons this session publishes there are
+    /// for the user's other devices), receipts, typing signals and the presence of the user's
+    /// own devices (whether there is another to send carbons to), and publishes "online"
+    /// (retained).
     func subscribeAndAnnounce() async throws {
         let results = try await subscribe([
-            .init(topics.inbox(user: user), qos: .atLeastOnce),
+            .init(topics.inbox(user: user), qos: .atLeastOnce, options: SubscribeOptions(noLocal: true)),
             .init(topics.receipts(user: user), qos: .atLeastOnce),
+            .init(topics.signal(user: user), qos: .atMostOnce, options: SubscribeOptions(noLocal: true)),
+            .init(topics.presenceFilter(user: user), qos: .atMostOnce),
         ])
         for result in results {
             if case .rejected(let reason) = result {
@@ -67,8 +72,8 @@ extension DeviceSession {
 
     /// A chat message for the recipient's inbox. The sender is always this session's user,
     /// whatever the frame claimed.
-    func chatPublish(_ chat: ChatSend, serverTime: UInt64) -> OutgoingPublish {
-        .chat(chat, from: user, serverTime: serverTime, topics: topics, authenticator: authenticator)
+    func chatPublish(_ chat: ChatSend, serverTime: UInt64, copy: ChatCopy = .recipient) -> OutgoingPublish {
+        .chat(chat, from: user, serverTime: serverTime, topics: topics, authenticator: authenticator, copy: copy)
     }
 
     /// One receipt of `kind` for `messageIDs` (at least one) of `sender`.

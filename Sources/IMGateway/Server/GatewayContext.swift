@@ -24,6 +24,8 @@ final class GatewayContext: Sendable {
     /// The offline-push webhook, when `push.url` is set; ``GatewayServer/run()`` runs it.
     let push: PushNotifier?
     let shares: LocationShareDirectory
+    /// The members of the groups this gateway's devices write to.
+    let groups: GroupDirectory
     /// At most this many MQTT connects in progress: a login storm must not overflow the
     /// broker's listen backlog (mosquitto: 100).
     let connectGate: ConcurrencyGate
@@ -51,6 +53,7 @@ final class GatewayContext: Sendable {
         self.gatewayID = configuration.gatewayID
         self.dedup = DedupStore()
         self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))
+        self.groups = GroupDirectory(topics: configuration.topics, capacity: configuration.groups.cache)
         self.connectGate = ConcurrencyGate(limit: 64)
         self.logger = logger
         let statistics = GatewayStatistics()

@@ -87,6 +87,7 @@ public final class GatewayServer: Service, Sendable {
             ? HTTPEndpoint.metrics(host: configuration.metrics.host, port: configuration.metrics.port, context: context)
             : nil
         let control = ControlClient(context: context)
+        context.groups.follow(with: control)
         let api = configuration.api.enabled ? try HTTPEndpoint.api(context: context, broker: control) : nil
         return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, control: control)
     }

@@ -106,6 +106,15 @@ final class MosquittoDeviceSession: DeviceSession {
                 } catch {
                     mailbox.post(.published(chat.ticket, .failure(error as? MosquittoError ?? .closed)))
                 }
+                guard let carbon = chat.carbon else { continue }
+                let failed: @Sendable (any Error) -> Void = { error in
+                    logger.notice("carbon not published", metadata: ["error": "\(error)", "message-id": "\(chat.ticket.messageID)"])
+                }
+                do {
+                    try carbon.start(on: client) { if case .failure(let error) = $0 { failed(error) } }
+                } catch {
+                    failed(error)
+                }
             }
         }
     }

@@ -16,15 +16,37 @@ struct OutgoingPublish: Sendable, Hashable {
     }
 }
 
+/// Which copy of a chat message a publish is.
+enum ChatCopy: Sendable, Hashable {
+    /// The one-to-one recipient's.
+    case recipient
+    /// A group member's (not the sender's).
+    case member(String)
+    /// The sender's own inbox: a carbon for the sender's other devices.
+    case carbon
+}
+
 extension OutgoingPublish {
-    /// `chat` from `sender` into the recipient's inbox, as a gateway writes it (tagged).
-    /// `sentByAPI` marks it for the recipient's gateway (``MessageAuthenticator/sentByAPI``).
+    /// `chat` from `sender` into an inbox (`copy` says whose), as a gateway writes it
+    /// (tagged). `sentByAPI` marks it for the recipient's gateway
+    /// (``MessageAuthenticator/sentByAPI``).
     static func chat(
         _ chat: ChatSend, from sender: String, serverTime: UInt64, topics: GatewayTopics, authenticator: MessageAuthenticator,
-        sentByAPI: Bool = false
+        sentByAPI: Bool = false, copy: ChatCopy = .recipient
     ) -> OutgoingPublish {
-        let payload = ChatPayload(send: chat, from: sender, serverTime: serverTime)
-        let topic = topics.inbox(user: chat.to)
+        let payload: ChatPayload
+        let topic: String
+        switch copy {
+        case .recipient:
+            payload = ChatPayload(send: chat, from: sender, serverTime: serverTime)
+            topic = topics.inbox(user: chat.to)
+        case .member(let member):
+            payload = ChatPayload(send: chat, from: sender, serverTime: serverTime, to: member)
+            topic = topics.inbox(user: member)
+        case .carbon:
+            payload = ChatPayload(send: chat, from: sender, serverTime: serverTime, to: chat.isGroup ? sender : chat.to, carbon: true)
+            topic = topics.inbox(user: sender)
+        }
         let bytes = PayloadCodec.encode(payload)
         var tag = authenticator.tag(topic: topic, payload: bytes)
         if sentByAPI { tag.append(MessageAuthenticator.sentByAPI) }
@@ -32,6 +54,27 @@ extension OutgoingPublish {
             topic: topic, payload: bytes,
             qos: chat.qos == .exactlyOnce ? .exactlyOnce : .atLeastOnce,
             properties: .gateway(sender: sender, messageID: chat.messageID, tag: tag))
+    }
+}
+
+extension OutgoingPublish {
+    /// Publishes `publishes` with `publish`, at most `window` waiting for the broker at once
+    /// (libmosquitto keeps the rest in a list it searches at every acknowledgement); returns
+    /// once the broker has every one, or throws the first failure.
+    static func publishAll(
+        _ publishes: [OutgoingPublish], window: Int, with publish: @escaping @Sendable (OutgoingPublish) async throws -> Void
+    ) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var next = publishes.makeIterator()
+            var running = 0
+            while running < window, let item = next.next() {
+                group.addTask { try await publish(item) }
+                running += 1
+            }
+            while try await group.next() != nil {
+                if let item = next.next() { group.addTask { try await publish(item) } }
+            }
+        }
     }
 }
 
@@ -65,4 +108,7 @@ struct UplinkBatch: Sendable {
 struct ChatStart: Sendable {
     var publish: OutgoingPublish
     var ticket: ConnectionMailbox.ChatTicket
+    /// Its carbon for the sender's other devices, published right after it (the ACK does not
+    /// wait for it; a failure is logged).
+    var carbon: OutgoingPublish? = nil
 }

@@ -8,6 +8,8 @@ import IMWire
 /// | `{prefix}/u/{user}/presence/{device}` | retained presence of one device (``PresencePayload``) |
 /// | `{prefix}/u/{user}/location` | location stream, last fix retained (``LocationPayload``) |
 /// | `{prefix}/u/{user}/receipts` | receipts for the user's messages (``ReceiptPayload``) |
+/// | `{prefix}/u/{user}/signal` | typing states for the user's online devices (``TypingPayload``), QoS 0 |
+/// | `{prefix}/g/{group}/members/{user}` | retained: `user` is a member of `group` (``GroupMemberPayload``) |
 /// | `{prefix}/{space}/...` | clients' generic pub/sub |
 /// | `{prefix}/$gateway/{id}/stats` | the gateway's counters (``StatsPayload``) |
 ///
@@ -26,6 +28,8 @@ public struct GatewayTopics: Sendable, Hashable {
 
     /// The level below the prefix that holds the per-user topics.
     public static let userLevel = "u"
+    /// The level below the prefix that holds the groups' topics.
+    public static let groupLevel = "g"
     /// The level below the prefix that holds gateway-internal topics.
     public static let gatewayLevel = "$gateway"
     /// The first level of MQTT client ids the gateway uses.
@@ -36,7 +40,7 @@ public struct GatewayTopics: Sendable, Hashable {
     /// ``GatewayConfiguration/validate()`` checks both.
     public init(prefix: String = "im", pubsubSpace: String = "t") {
         assert(Self.invalidLevelReason(prefix) == nil, "invalid topic prefix \(prefix)")
-        assert(Self.invalidLevelReason(pubsubSpace) == nil && pubsubSpace != Self.userLevel, "invalid space")
+        assert(Self.invalidLevelReason(pubsubSpace) == nil && pubsubSpace != Self.userLevel && pubsubSpace != Self.groupLevel, "invalid space")
         self.prefix = prefix
         self.pubsubSpace = pubsubSpace
         self.pubsubRoot = "\(prefix)/\(pubsubSpace)/"
@@ -89,6 +93,21 @@ public struct GatewayTopics: Sendable, Hashable {
 
     /// `{prefix}/u/{user}/location`: the user's location stream; the last fix is retained.
     public func location(user: String) -> String { self.userTopic(user, "location") }
+
+    /// `{prefix}/u/{user}/signal`: typing states for `user`'s online devices (QoS 0).
+    public func signal(user: String) -> String { self.userTopic(user, "signal") }
+
+    /// `{prefix}/g/{group}/members/{user}`: retained while `user` is a member of `group`.
+    public func groupMember(group: String, user: String) -> String {
+        assert(IMIdentifier.isValid(group) && IMIdentifier.isValid(user), "invalid id")
+        return "\(self.prefix)/\(Self.groupLevel)/\(group)/members/\(user)"
+    }
+
+    /// `{prefix}/g/{group}/members/+`: every member of `group`.
+    public func groupMembersFilter(group: String) -> String {
+        assert(IMIdentifier.isValid(group), "invalid group id")
+        return "\(self.prefix)/\(Self.groupLevel)/\(group)/members/+"
+    }
 
     /// `{prefix}/u/{user}/receipts`: delivered and read receipts for messages `user` sent.
     public func receipts(user: String) -> String { self.userTopic(user, "receipts") }

@@ -18,6 +18,8 @@ public enum IMIdentifier {
         case user
         /// A device id (DEVICE_ID, JWT `device`).
         case device
+        /// A group id (GROUP): the rules of a user id.
+        case group
     }
 
     /// The longest identifier in UTF-8 bytes.

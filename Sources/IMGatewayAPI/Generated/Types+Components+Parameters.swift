@@ -24,5 +24,9 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/User`.
         public typealias User = Components.Schemas.Identifier
+        /// A group id, with the rules of a user id.
+        ///
+        /// - Remark: Generated from `#/components/parameters/Group`.
+        public typealias Group = Components.Schemas.Identifier
     }
 }

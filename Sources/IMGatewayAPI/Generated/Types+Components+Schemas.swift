@@ -404,6 +404,314 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/CreateGroupRequest`.
+        public struct CreateGroupRequest: Codable, Hashable, Sendable {
+            /// The first members (user ids), at most `groups.max_members`.
+            ///
+            /// - Remark: Generated from `#/components/schemas/CreateGroupRequest/members`.
+            public var members: [Components.Schemas.Identifier]
+            /// Creates a new `CreateGroupRequest`.
+            ///
+            /// - Parameters:
+            ///   - members: The first members (user ids), at most `groups.max_members`.
+            public init(members: [Components.Schemas.Identifier]) {
+                self.members = members
+            }
+            public enum CodingKeys: String, CodingKey {
+                case members
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.members = try container.decode(
+                    [Components.Schemas.Identifier].self,
+                    forKey: .members
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "members"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Group`.
+        public struct Group: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Group/group`.
+            public var group: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Group/members`.
+            public var members: [Components.Schemas.Member]
+            /// Creates a new `Group`.
+            ///
+            /// - Parameters:
+            ///   - group:
+            ///   - members:
+            public init(
+                group: Swift.String,
+                members: [Components.Schemas.Member]
+            ) {
+                self.group = group
+                self.members = members
+            }
+            public enum CodingKeys: String, CodingKey {
+                case group
+                case members
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.group = try container.decode(
+                    Swift.String.self,
+                    forKey: .group
+                )
+                self.members = try container.decode(
+                    [Components.Schemas.Member].self,
+                    forKey: .members
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "group",
+                    "members"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Member`.
+        public struct Member: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Member/user`.
+            public var user: Swift.String
+            /// When the user was added, Unix milliseconds.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Member/since`.
+            public var since: Swift.Int64
+            /// Creates a new `Member`.
+            ///
+            /// - Parameters:
+            ///   - user:
+            ///   - since: When the user was added, Unix milliseconds.
+            public init(
+                user: Swift.String,
+                since: Swift.Int64
+            ) {
+                self.user = user
+                self.since = since
+            }
+            public enum CodingKeys: String, CodingKey {
+                case user
+                case since
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.user = try container.decode(
+                    Swift.String.self,
+                    forKey: .user
+                )
+                self.since = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .since
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "user",
+                    "since"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/GroupMembership`.
+        public struct GroupMembership: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/GroupMembership/group`.
+            public var group: Swift.String
+            /// - Remark: Generated from `#/components/schemas/GroupMembership/user`.
+            public var user: Swift.String
+            /// When the user was added, Unix milliseconds.
+            ///
+            /// - Remark: Generated from `#/components/schemas/GroupMembership/since`.
+            public var since: Swift.Int64
+            /// False when the user was a member already.
+            ///
+            /// - Remark: Generated from `#/components/schemas/GroupMembership/added`.
+            public var added: Swift.Bool
+            /// Creates a new `GroupMembership`.
+            ///
+            /// - Parameters:
+            ///   - group:
+            ///   - user:
+            ///   - since: When the user was added, Unix milliseconds.
+            ///   - added: False when the user was a member already.
+            public init(
+                group: Swift.String,
+                user: Swift.String,
+                since: Swift.Int64,
+                added: Swift.Bool
+            ) {
+                self.group = group
+                self.user = user
+                self.since = since
+                self.added = added
+            }
+            public enum CodingKeys: String, CodingKey {
+                case group
+                case user
+                case since
+                case added
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.group = try container.decode(
+                    Swift.String.self,
+                    forKey: .group
+                )
+                self.user = try container.decode(
+                    Swift.String.self,
+                    forKey: .user
+                )
+                self.since = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .since
+                )
+                self.added = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .added
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "group",
+                    "user",
+                    "since",
+                    "added"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/GroupRemoval`.
+        public struct GroupRemoval: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/GroupRemoval/group`.
+            public var group: Swift.String
+            /// - Remark: Generated from `#/components/schemas/GroupRemoval/user`.
+            public var user: Swift.String
+            /// False when the user was not a member.
+            ///
+            /// - Remark: Generated from `#/components/schemas/GroupRemoval/removed`.
+            public var removed: Swift.Bool
+            /// Creates a new `GroupRemoval`.
+            ///
+            /// - Parameters:
+            ///   - group:
+            ///   - user:
+            ///   - removed: False when the user was not a member.
+            public init(
+                group: Swift.String,
+                user: Swift.String,
+                removed: Swift.Bool
+            ) {
+                self.group = group
+                self.user = user
+                self.removed = removed
+            }
+            public enum CodingKeys: String, CodingKey {
+                case group
+                case user
+                case removed
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.group = try container.decode(
+                    Swift.String.self,
+                    forKey: .group
+                )
+                self.user = try container.decode(
+                    Swift.String.self,
+                    forKey: .user
+                )
+                self.removed = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .removed
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "group",
+                    "user",
+                    "removed"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/SendGroupMessageResponse`.
+        public struct SendGroupMessageResponse: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/SendGroupMessageResponse/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/SendGroupMessageResponse/group`.
+            public var group: Swift.String
+            /// - Remark: Generated from `#/components/schemas/SendGroupMessageResponse/from`.
+            public var from: Swift.String
+            /// When the gateway accepted it first, Unix milliseconds.
+            ///
+            /// - Remark: Generated from `#/components/schemas/SendGroupMessageResponse/server_time`.
+            public var serverTime: Swift.Int64
+            /// True when this gateway had accepted the same message before.
+            ///
+            /// - Remark: Generated from `#/components/schemas/SendGroupMessageResponse/repeat`.
+            public var _repeat: Swift.Bool
+            /// How many copies were published (0 for a repeat).
+            ///
+            /// - Remark: Generated from `#/components/schemas/SendGroupMessageResponse/members`.
+            public var members: Swift.Int
+            /// Creates a new `SendGroupMessageResponse`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - group:
+            ///   - from:
+            ///   - serverTime: When the gateway accepted it first, Unix milliseconds.
+            ///   - _repeat: True when this gateway had accepted the same message before.
+            ///   - members: How many copies were published (0 for a repeat).
+            public init(
+                id: Swift.String,
+                group: Swift.String,
+                from: Swift.String,
+                serverTime: Swift.Int64,
+                _repeat: Swift.Bool,
+                members: Swift.Int
+            ) {
+                self.id = id
+                self.group = group
+                self.from = from
+                self.serverTime = serverTime
+                self._repeat = _repeat
+                self.members = members
+            }
+            public enum CodingKeys: String, CodingKey {
+                case id
+                case group
+                case from
+                case serverTime = "server_time"
+                case _repeat = "repeat"
+                case members
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.id = try container.decode(
+                    Swift.String.self,
+                    forKey: .id
+                )
+                self.group = try container.decode(
+                    Swift.String.self,
+                    forKey: .group
+                )
+                self.from = try container.decode(
+                    Swift.String.self,
+                    forKey: .from
+                )
+                self.serverTime = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .serverTime
+                )
+                self._repeat = try container.decode(
+                    Swift.Bool.self,
+                    forKey: ._repeat
+                )
+                self.members = try container.decode(
+                    Swift.Int.self,
+                    forKey: .members
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "id",
+                    "group",
+                    "from",
+                    "server_time",
+                    "repeat",
+                    "members"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/ErrorResponse`.
         public struct ErrorResponse: Codable, Hashable, Sendable {
             /// A stable code, e.g. bad_request, unauthorized, conflict, broker_unavailable.

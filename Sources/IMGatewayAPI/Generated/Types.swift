@@ -53,6 +53,44 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/users/{user}/disconnect`.
     /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)`.
     func disconnectUser(_ input: Operations.DisconnectUser.Input) async throws -> Operations.DisconnectUser.Output
+    /// Create a group with its first members.
+    ///
+    /// A group exists while it has members; its membership is retained on the broker
+    /// (`{prefix}/g/{group}/members/{user}`), so every gateway sees it. 409 if the group has
+    /// members already (add them one by one instead).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/groups/{group}`.
+    /// - Remark: Generated from `#/paths//v1/groups/{group}/post(createGroup)`.
+    func createGroup(_ input: Operations.CreateGroup.Input) async throws -> Operations.CreateGroup.Output
+    /// The members of a group, and when each was added; none for a group that does not exist.
+    ///
+    /// - Remark: HTTP `GET /v1/groups/{group}/members`.
+    /// - Remark: Generated from `#/paths//v1/groups/{group}/members/get(listGroupMembers)`.
+    func listGroupMembers(_ input: Operations.ListGroupMembers.Input) async throws -> Operations.ListGroupMembers.Output
+    /// Add a user to a group (creating it); a member already is left as is.
+    ///
+    /// From now on the user gets every message sent to the group, on every device, now or at
+    /// the next login.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/groups/{group}/members/{user}`.
+    /// - Remark: Generated from `#/paths//v1/groups/{group}/members/{user}/put(addGroupMember)`.
+    func addGroupMember(_ input: Operations.AddGroupMember.Input) async throws -> Operations.AddGroupMember.Output
+    /// Remove a user from a group; nothing sent to the group from now on reaches them.
+    ///
+    /// - Remark: HTTP `DELETE /v1/groups/{group}/members/{user}`.
+    /// - Remark: Generated from `#/paths//v1/groups/{group}/members/{user}/delete(removeGroupMember)`.
+    func removeGroupMember(_ input: Operations.RemoveGroupMember.Input) async throws -> Operations.RemoveGroupMember.Output
+    /// Send a chat message to every member of a group, as a member or as the system.
+    ///
+    /// One copy per member (but `from`), like a member's message. Idempotent on `id` as for
+    /// `sendMessage`. 403 when `from` is not a member; 404 when the group has no members.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/groups/{group}/messages`.
+    /// - Remark: Generated from `#/paths//v1/groups/{group}/messages/post(sendGroupMessage)`.
+    func sendGroupMessage(_ input: Operations.SendGroupMessage.Input) async throws -> Operations.SendGroupMessage.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -116,6 +154,88 @@ extension APIProtocol {
         body: Operations.DisconnectUser.Input.Body? = nil
     ) async throws -> Operations.DisconnectUser.Output {
         try await disconnectUser(Operations.DisconnectUser.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Create a group with its first members.
+    ///
+    /// A group exists while it has members; its membership is retained on the broker
+    /// (`{prefix}/g/{group}/members/{user}`), so every gateway sees it. 409 if the group has
+    /// members already (add them one by one instead).
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/groups/{group}`.
+    /// - Remark: Generated from `#/paths//v1/groups/{group}/post(createGroup)`.
+    public func createGroup(
+        path: Operations.CreateGroup.Input.Path,
+        headers: Operations.CreateGroup.Input.Headers = .init(),
+        body: Operations.CreateGroup.Input.Body
+    ) async throws -> Operations.CreateGroup.Output {
+        try await createGroup(Operations.CreateGroup.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// The members of a group, and when each was added; none for a group that does not exist.
+    ///
+    /// - Remark: HTTP `GET /v1/groups/{group}/members`.
+    /// - Remark: Generated from `#/paths//v1/groups/{group}/members/get(listGroupMembers)`.
+    public func listGroupMembers(
+        path: Operations.ListGroupMembers.Input.Path,
+        headers: Operations.ListGroupMembers.Input.Headers = .init()
+    ) async throws -> Operations.ListGroupMembers.Output {
+        try await listGroupMembers(Operations.ListGroupMembers.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Add a user to a group (creating it); a member already is left as is.
+    ///
+    /// From now on the user gets every message sent to the group, on every device, now or at
+    /// the next login.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/groups/{group}/members/{user}`.
+    /// - Remark: Generated from `#/paths//v1/groups/{group}/members/{user}/put(addGroupMember)`.
+    public func addGroupMember(
+        path: Operations.AddGroupMember.Input.Path,
+        headers: Operations.AddGroupMember.Input.Headers = .init()
+    ) async throws -> Operations.AddGroupMember.Output {
+        try await addGroupMember(Operations.AddGroupMember.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Remove a user from a group; nothing sent to the group from now on reaches them.
+    ///
+    /// - Remark: HTTP `DELETE /v1/groups/{group}/members/{user}`.
+    /// - Remark: Generated from `#/paths//v1/groups/{group}/members/{user}/delete(removeGroupMember)`.
+    public func removeGroupMember(
+        path: Operations.RemoveGroupMember.Input.Path,
+        headers: Operations.RemoveGroupMember.Input.Headers = .init()
+    ) async throws -> Operations.RemoveGroupMember.Output {
+        try await removeGroupMember(Operations.RemoveGroupMember.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Send a chat message to every member of a group, as a member or as the system.
+    ///
+    /// One copy per member (but `from`), like a member's message. Idempotent on `id` as for
+    /// `sendMessage`. 403 when `from` is not a member; 404 when the group has no members.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/groups/{group}/messages`.
+    /// - Remark: Generated from `#/paths//v1/groups/{group}/messages/post(sendGroupMessage)`.
+    public func sendGroupMessage(
+        path: Operations.SendGroupMessage.Input.Path,
+        headers: Operations.SendGroupMessage.Input.Headers = .init(),
+        body: Operations.SendGroupMessage.Input.Body
+    ) async throws -> Operations.SendGroupMessage.Output {
+        try await sendGroupMessage(Operations.SendGroupMessage.Input(
             path: path,
             headers: headers,
             body: body

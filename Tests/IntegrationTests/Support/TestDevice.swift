@@ -85,21 +85,27 @@ final class TestDevice: Sendable {
         return ok
     }
 
-    /// Sends a chat message and waits for its ACK (skipping other frames, which stay
-    /// unconsumed only if they are deliveries... tests pick their order carefully).
+    /// Sends a chat message and waits for its ACK, skipping other frames (a DELIVERY skipped is
+    /// ACKed, see ``nextAck(of:within:)``).
     func chat(to: String, id: String, text: String, resend: Bool = false) async throws -> Ack {
         let sequence = try await send(.chat(ChatSend(to: to, messageID: id, content: .text(text), resend: resend)))
-        while true {
-            let (_, message) = try await next(within: 10, "the ACK of \(id)")
-            if case .ack(let ack) = message, ack.sequence == sequence { return ack }
-        }
+        return try await nextAck(of: sequence)
     }
 
-    /// The next ACK (of `sequence` if given), skipping other frames.
+    /// Sends a message to `group` and waits for its ACK (see ``chat(to:id:text:resend:)``).
+    func groupChat(_ group: String, id: String, text: String) async throws -> Ack {
+        let sequence = try await send(.chat(ChatSend(group: group, messageID: id, content: .text(text))))
+        return try await nextAck(of: sequence)
+    }
+
+    /// The next ACK (of `sequence` if given), skipping other frames; a DELIVERY skipped is
+    /// ACKed, as a device does (its session holds its own publishes behind an unACKed
+    /// delivery, e.g. a carbon of what another device of the user sent).
     func nextAck(of sequence: UInt32? = nil, within seconds: Double = 10) async throws -> Ack {
         while true {
-            let (_, message) = try await next(within: seconds, "an ACK")
+            let (frame, message) = try await next(within: seconds, "an ACK")
             if case .ack(let ack) = message, sequence == nil || ack.sequence == sequence { return ack }
+            if case .delivery = message { try await ack(frame) }
         }
     }
 

@@ -1,0 +1,159 @@
+import Foundation
+import IMGateway
+import IMWire
+import Testing
+
+/// Groups (PROTOCOL.md 6.11) and carbons (6.12) on real imgw processes and a real broker, the
+/// membership set through the server API.
+@Suite("Groups and carbons", .serialized, .stopsWhatItStarts, .timeLimit(.minutes(2)))
+struct GroupTests {
+    let minter = TokenMinter(secret: IMGWProcess.secret)
+
+    func device(_ gateway: IMGWProcess, _ user: String, _ device: String = "phone", carbons: Bool? = nil) async throws -> TestDevice {
+        let connection = try await TestDevice.connect(port: gateway.port)
+        try await connection.send(.login(LoginRequest(token: try await minter.mint(user: user), deviceID: device, carbons: carbons)))
+        guard case (_, .loginOK) = try await connection.next(within: 10, "LOGIN_OK") else { throw TestError("\(user)/\(device): no LOGIN_OK") }
+        return connection
+    }
+
+    /// Logs `user`'s device in once and out again, so that its session keeps what comes.
+    func loggedOut(_ gateway: IMGWProcess, _ user: String, _ device: String = "phone") async throws {
+        let connection = try await self.device(gateway, user, device)
+        try await connection.send(.logout(Logout()))
+        try await connection.closed()
+    }
+
+    static func api(_ gateway: IMGWProcess, _ method: String, _ path: String, _ body: String? = nil) async throws -> ServerAPITests.Answer {
+        try await ServerAPITests.call(gateway, method, path, body: body)
+    }
+
+    @Test("a member offline during three messages gets all three in order at login; an online member gets them as they come")
+    func offlineMember() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let created = try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob","carol"]}"#)
+        #expect(created.status == 201, "\(created.body)")
+        try await loggedOut(gateway, "bob")
+        let alice = try await device(gateway, "alice")
+        let carol = try await device(gateway, "carol")
+
+        for index in 1...3 {
+            let ack = try await alice.groupChat("team", id: "g-\(index)", text: "message \(index)")
+            #expect(ack.error == nil && ack.serverTime != nil, "\(ack)")
+        }
+        var online: [String] = []
+        for _ in 1...3 {
+            let delivery = try await carol.nextDelivery()
+            #expect(delivery.group == "team" && delivery.from == "alice" && !delivery.carbon)
+            online.append(delivery.messageID)
+        }
+        #expect(online == ["g-1", "g-2", "g-3"])
+
+        let bob = try await device(gateway, "bob")
+        var queued: [String] = []
+        for _ in 1...3 {
+            let delivery = try await bob.nextDelivery()
+            #expect(delivery.group == "team" && delivery.from == "alice")
+            queued.append(delivery.messageID)
+        }
+        #expect(queued == ["g-1", "g-2", "g-3"], "in the order alice sent them")
+    }
+
+    @Test("membership: a member added while offline gets what follows, not what came before; a removed member gets nothing after the removal; a non-member is FORBIDDEN")
+    func membershipChanges() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let other = try await IMGWProcess.start(broker: broker, api: true)
+        #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","carol"]}"#).status == 201)
+        try await loggedOut(gateway, "dave")
+        let alice = try await device(other, "alice")
+        let carol = try await device(gateway, "carol")
+        let mallory = try await device(other, "mallory")
+
+        #expect(try await alice.groupChat("team", id: "before", text: "before dave").error == nil)
+        let added = try await Self.api(gateway, "PUT", "/v1/groups/team/members/dave")
+        #expect(added.status == 200 && added.json?["added"] as? Bool == true, "\(added.body)")
+        let again = try await Self.api(gateway, "PUT", "/v1/groups/team/members/dave")
+        #expect(again.json?["added"] as? Bool == false && again.json?["since"] as? Int == added.json?["since"] as? Int)
+        let removed = try await Self.api(gateway, "DELETE", "/v1/groups/team/members/carol")
+        #expect(removed.status == 200 && removed.json?["removed"] as? Bool == true, "\(removed.body)")
+        let listed = try await Self.api(gateway, "GET", "/v1/groups/team/members")
+        #expect((listed.json?["members"] as? [[String: Any]])?.compactMap { $0["user"] as? String } == ["alice", "dave"], "\(listed.body)")
+
+        // Through the other gateway, which learns of the changes from the broker within
+        // milliseconds; its API shows when (no event says so to a test).
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try await Self.api(other, "GET", "/v1/groups/team/members").json.map({ json in
+            (json["members"] as? [[String: Any]])?.compactMap { $0["user"] as? String } != ["alice", "dave"]
+        }) ?? true {
+            guard ContinuousClock.now < deadline else { throw TestError("the other gateway did not learn of the changes") }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(try await alice.groupChat("team", id: "after", text: "after the changes").error == nil)
+        let forbidden = try await mallory.groupChat("team", id: "m-1", text: "let me in")
+        #expect(forbidden.error == .forbidden, "\(forbidden)")
+
+        // carol: "before" only; then a one-to-one message shows nothing else came in between.
+        #expect(try await carol.nextDelivery().messageID == "before")
+        #expect(try await alice.chat(to: "carol", id: "direct", text: "just you").error == nil)
+        #expect(try await carol.nextDelivery().messageID == "direct", "nothing sent to the group after her removal")
+
+        let dave = try await device(gateway, "dave")
+        #expect(try await dave.nextDelivery().messageID == "after", "only what came after he was added")
+        #expect(try await alice.chat(to: "dave", id: "direct-2", text: "welcome").error == nil)
+        #expect(try await dave.nextDelivery().messageID == "direct-2", "and no message of mallory's")
+    }
+
+    @Test("receipts reach the sender per member")
+    func receiptsPerMember() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob","carol"]}"#).status == 201)
+        let alice = try await device(gateway, "alice")
+        let bob = try await device(gateway, "bob")
+        let carol = try await device(gateway, "carol")
+        #expect(try await alice.groupChat("team", id: "r-1", text: "read me").error == nil)
+        _ = try await bob.nextDelivery()
+        _ = try await carol.nextDelivery()
+        let read = try await carol.send(.readReceipt(ReadReceipt(to: "alice", messageID: "r-1")))
+        _ = try await carol.nextAck(of: read)
+        var notices: Set<String> = []
+        while notices.count < 3 {
+            let (frame, message) = try await alice.next(within: 10, "alice's receipt notices")
+            guard case .receiptNotice(let notice) = message else { continue }
+            try await alice.ack(frame)
+            #expect(notice.messageID == "r-1")
+            notices.insert("\(notice.from) \(notice.kind == .read ? "read" : "delivered")")
+        }
+        #expect(notices == ["bob delivered", "carol delivered", "carol read"])
+    }
+
+    @Test("carbons: what one device of a user sends, one-to-one or to a group, reaches the user's other devices, an offline one at login in order; not the sender; not a device that opted out")
+    func carbons() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob"]}"#).status == 201)
+        try await loggedOut(gateway, "alice", "tablet")
+        let watch = try await device(gateway, "alice", "watch", carbons: false)
+        let phone = try await device(gateway, "alice", "phone")
+        let bob = try await device(gateway, "bob")
+
+        #expect(try await phone.chat(to: "bob", id: "c-1", text: "one to one").error == nil)
+        #expect(try await phone.groupChat("team", id: "c-2", text: "to the group").error == nil)
+        #expect(try await bob.nextDelivery().messageID == "c-1")
+        #expect(try await bob.nextDelivery().messageID == "c-2")
+
+        let tablet = try await device(gateway, "alice", "tablet")
+        let first = try await tablet.nextDelivery()
+        let second = try await tablet.nextDelivery()
+        #expect(first.carbon && first.from == "alice" && first.to == "bob" && first.messageID == "c-1" && first.content.text == "one to one")
+        #expect(second.carbon && second.from == "alice" && second.group == "team" && second.messageID == "c-2")
+
+        // Neither the phone (its own messages) nor the watch (CARBONS 0) got a copy: a later
+        // message from bob is the first delivery each sees.
+        #expect(try await bob.chat(to: "alice", id: "b-1", text: "got them").error == nil)
+        #expect(try await phone.nextDelivery().messageID == "b-1")
+        #expect(try await watch.nextDelivery().messageID == "b-1")
+        #expect(try await tablet.nextDelivery().messageID == "b-1", "a received message reaches every device")
+    }
+}
