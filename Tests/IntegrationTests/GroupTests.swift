@@ -3,9 +3,9 @@ import IMGateway
 import IMWire
 import Testing
 
-/// Groups (PROTOCOL.md 6.11) and carbons (6.12) on real imgw processes and a real broker, the
-/// membership set through the server API.
-@Suite("Groups and carbons", .serialized, .stopsWhatItStarts, .timeLimit(.minutes(2)))
+/// Groups (PROTOCOL.md 6.11), carbons (6.12) and typing (6.13) on real imgw processes and a
+/// real broker, the membership set through the server API.
+@Suite("Groups, carbons and typing", .serialized, .stopsWhatItStarts, .timeLimit(.minutes(2)))
 struct GroupTests {
     let minter = TokenMinter(secret: IMGWProcess.secret)
 
@@ -155,5 +155,57 @@ struct GroupTests {
         #expect(try await phone.nextDelivery().messageID == "b-1")
         #expect(try await watch.nextDelivery().messageID == "b-1")
         #expect(try await tablet.nextDelivery().messageID == "b-1", "a received message reaches every device")
+    }
+
+    @Test("typing reaches an online peer and group members, never an offline device; past 4 a second it is RATE_LIMITED")
+    func typing() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let other = try await IMGWProcess.start(broker: broker)
+        #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob","carol"]}"#).status == 201)
+        try await loggedOut(gateway, "carol")
+        let alice = try await device(gateway, "alice")
+        let bob = try await device(other, "bob")
+
+        let toBob = try await alice.send(.typing(Typing(to: "bob", state: .typing)))
+        #expect(try await alice.nextAck(of: toBob).error == nil)
+        let toCarol = try await alice.send(.typing(Typing(to: "carol", state: .typing)))
+        #expect(try await alice.nextAck(of: toCarol).error == nil)
+        let inTeam = try await alice.send(.typing(Typing(group: "team", state: .recording)))
+        #expect(try await alice.nextAck(of: inTeam).error == nil)
+
+        var seen: [Typing] = []
+        while seen.count < 2 {
+            let (_, message) = try await bob.next(within: 10, "bob's typing notices")
+            if case .typing(let typing) = message { seen.append(typing) }
+        }
+        #expect(seen == [Typing(from: "alice", state: .typing), Typing(group: "team", from: "alice", state: .recording)])
+
+        // carol was offline: at her login, the chat sent after the signals comes, and no TYPING.
+        let carol = try await device(gateway, "carol")
+        #expect(try await alice.chat(to: "carol", id: "after-typing", text: "hi").error == nil)
+        var frames: [IMMessage] = []
+        while true {
+            let (frame, message) = try await carol.next(within: 10, "carol's delivery")
+            frames.append(message)
+            if case .delivery = message {
+                try await carol.ack(frame)
+                break
+            }
+        }
+        #expect(!frames.contains { if case .typing = $0 { true } else { false } }, "\(frames)")
+
+        // A non-member is refused; bursts past the limit too.
+        let mallory = try await device(other, "mallory")
+        let refused = try await mallory.send(.typing(Typing(group: "team", state: .typing)))
+        #expect(try await mallory.nextAck(of: refused).error == .forbidden)
+        var codes: [IMErrorCode?] = []
+        for _ in 0..<12 {
+            let sequence = try await mallory.send(.typing(Typing(to: "bob", state: .typing)))
+            let ack = try await mallory.nextAck(of: sequence)
+            codes.append(ack.error)
+            if ack.error == .rateLimited { #expect((ack.retryAfter ?? 0) > 0) }
+        }
+        #expect(codes.contains(.rateLimited) && codes.prefix(7).allSatisfy { $0 == nil }, "\(codes)")
     }
 }

@@ -51,6 +51,8 @@ extension DeviceConnection {
             submit(.unsubscribe(unsubscribe), header)
         case .publish(let publish):
             submit(.publish(publish), header)
+        case .typing(let typing):
+            startTyping(typing, header)
         case .tokenRefresh(let refresh):
             refreshToken(refresh.token, header)
         default:
@@ -124,6 +126,22 @@ extension DeviceConnection {
             ticket: .init(messageID: chat.messageID, fingerprint: fingerprint, sequence: header.sequence, sessionID: header.sessionID,
                           serverTime: serverTime, push: push),
             carbon: ownDevices.isEmpty ? nil : session.chatPublish(chat, serverTime: serverTime, copy: .carbon)))
+    }
+
+    /// TYPING (PROTOCOL.md 6.13): TO or GROUP, within the rate limit; sent on the request lane.
+    private func startTyping(_ typing: Typing, _ header: IMFrameHeader) {
+        guard (typing.to == nil) != (typing.group == nil) else {
+            reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: "TYPING names TO or GROUP, one of them"), to: header)
+            return
+        }
+        let now = channelContext.map { Double($0.eventLoop.now.uptimeNanoseconds) / 1e9 } ?? 0
+        guard typingLimiter.allow(now: now) else {
+            let wait = UInt32(((1 - typingLimiter.available(now: now)) / Double(Self.typingRate) * 1000).rounded(.up))
+            reply(Ack.rateLimited(sequence: header.sequence, retryAfter: max(wait, 1),
+                message: "at most \(Self.typingRate) typing signals per second"), to: header)
+            return
+        }
+        submit(.typing(typing), header)
     }
 
     /// The chat rate limit (PROTOCOL.md 6.3): false, with the negative ACK sent, past it.
@@ -318,6 +336,13 @@ extension DeviceConnection {
                 downlink.enqueue(DownlinkEntry(message: .publish(publish), deliveryID: message.deliveryID), class: .other)
             }
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)
+        case .signal:
+            // Typing: dropped when older than its lifetime (held up somewhere); a newer state
+            // of the same sender and conversation replaces a queued one.
+            guard let payload = try? PayloadCodec.decode(TypingPayload.self, from: message.payload), let notice = try? payload.notice(),
+                  unixMilliseconds() <= payload.ts + UInt64(TypingState.lifetime) * 1000
+            else { return }
+            downlink.enqueue(DownlinkEntry(message: .typing(notice)), class: .presence, coalescingKey: "typing/\(notice.from ?? "")/\(notice.group ?? "")")
         case .presence(let user, let device) where user == session.user:
             // The user's own devices, for carbons: one with a presence has a session.
             if device != session.device {

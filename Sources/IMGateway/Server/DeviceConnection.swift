@@ -64,6 +64,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     var apiMessages = RecentKeys(capacity: 1024)
     /// LOGIN's CARBONS: whether this device takes carbons of what the user's other devices send.
     var wantsCarbons = true
+    /// TYPING signals a connection may send per second.
+    static let typingRate = 4
     /// The user's other devices that have a session (a retained presence): carbons are made
     /// only when there is one.
     var ownDevices: Set<String> = []
@@ -72,6 +74,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     /// Set while `delivered` waits for ``receiptWindow`` to pass.
     var receiptTimer: Scheduled<Void>?
     var locationLimiter: RateLimiter
+    /// TYPING: 4 a second, 8 back to back (PROTOCOL.md 6.13).
+    var typingLimiter = RateLimiter(ratePerSecond: Double(DeviceConnection.typingRate), burst: 8)
     /// `limits.chat_rate` and `chat_burst` for this connection's CHATs.
     var chatLimit: ChatRateLimit
     /// This connection's place in `limits.max_connections_*` (nil: not counted).
@@ -235,7 +239,7 @@ final class DeviceConnection: ChannelDuplexHandler {
         case .answerHello:
             guard let frame else { return }
             send(.helloOK(HelloOK(
-                version: .current, features: [.zlib, .qos2Chat, .receipts, .presence, .location, .pubSub, .groups, .carbons],
+                version: .current, features: [.zlib, .qos2Chat, .receipts, .presence, .location, .pubSub, .groups, .carbons, .typing],
                 maxBodyLength: UInt32(gateway.configuration.limits.maxBodyLength), refSequence: frame.header.sequence)),
                 sessionID: frame.header.sessionID)
         case .startLogin:

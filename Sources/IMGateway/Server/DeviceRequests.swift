@@ -27,6 +27,8 @@ struct DeviceRequests: Sendable {
         /// A group chat (already past the rate limit); `carbon` when the user has another
         /// device.
         case groupChat(ChatSend, carbon: Bool)
+        /// A typing state (already past the rate limit).
+        case typing(Typing)
     }
 
     let session: any DeviceSession
@@ -149,11 +151,42 @@ struct DeviceRequests: Sendable {
             try await self.publish(publish, header: header)
         case .groupChat(let chat, let carbon):
             try await groupChat(chat, carbon: carbon, header: header)
+        case .typing(let typing):
+            try await self.typing(typing, header: header)
         }
     }
 
     /// Generic subscribe inside the configured topic space (PROTOCOL.md 6.8): one result
     /// per filter, refused ones named.
+    /// A typing state (PROTOCOL.md 6.13) to the user's or every other group member's signal
+    /// topic, at QoS 0 with the state's lifetime as message expiry: online devices only.
+    private func typing(_ typing: Typing, header: IMFrameHeader) async throws {
+        let me = session.user
+        let recipients: [String]
+        if let group = typing.group {
+            try IMIdentifier.validate(group, kind: .group)
+            let members = try await context.groups.members(of: group)
+            guard members[me] != nil else {
+                return sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "\(me) is not a member of \(group)"), to: header)
+            }
+            recipients = members.keys.filter { $0 != me }.sorted()
+        } else {
+            let to = typing.to ?? ""
+            try IMIdentifier.validate(to, kind: .user)
+            recipients = [to]
+        }
+        let bytes = PayloadCodec.encode(TypingPayload(from: me, group: typing.group, state: typing.state, ts: unixMilliseconds()))
+        let publishes = recipients.map { user in
+            let topic = context.topics.signal(user: user)
+            return OutgoingPublish(
+                topic: topic, payload: bytes, qos: .atMostOnce,
+                properties: .gateway(sender: me, expiry: TypingState.lifetime, tag: context.authenticator.tag(topic: topic, payload: bytes)))
+        }
+        let deviceSession = self.session
+        try await OutgoingPublish.publishAll(publishes, window: context.configuration.broker.maxInflight) { try await deviceSession.publish($0) }
+        sender.reply(Ack(sequence: header.sequence), to: header)
+    }
+
     /// A group chat (PROTOCOL.md 6.11): only a member may send; then one copy per other
     /// member and a carbon, all published before the ACK.
     private func groupChat(_ chat: ChatSend, carbon: Bool, header: IMFrameHeader) async throws {

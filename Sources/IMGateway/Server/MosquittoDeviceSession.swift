@@ -71,7 +71,7 @@ final class MosquittoDeviceSession: DeviceSession {
         await client.deliverMessages { message in
             let kind = topics.classify(message.topic)
             switch kind {
-            case .inbox, .receipts, .location:
+            case .inbox, .receipts, .location, .signal:
                 guard context.isFromAGateway(message) else { return .now }
             default:
                 break
