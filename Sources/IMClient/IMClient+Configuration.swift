@@ -62,6 +62,10 @@ extension IMClient {
         /// at LOGIN (RECEIPT_NOTICES = 0, PROTOCOL.md 6.5), e.g. for a device that shows no
         /// ticks. Read receipts this device sends are not affected.
         public var receiptNotices: Bool
+        /// Whether the gateway sends this device carbons: copies of the messages its user
+        /// sends from other devices (``IMClient/Message/isCarbon``). Default `true`; `false`
+        /// asks for none at LOGIN (CARBONS = 0, PROTOCOL.md 6.12).
+        public var carbons: Bool
         /// Where new tokens come from (an app's call to its auth server), or `nil` (default):
         /// the session ends when ``token`` expires. Set, the client keeps the session alive
         /// (PROTOCOL.md 6.1.1): when LOGIN_OK or a refresh ACK names the token's expiry, it
@@ -97,6 +101,7 @@ extension IMClient {
             outboxStore: (any OutboxStore)? = nil,
             dedupWindow: Int = 4096,
             receiptNotices: Bool = true,
+            carbons: Bool = true,
             tokenProvider: (@Sendable () async throws -> String)? = nil,
             tokenRefresh: TokenRefreshSchedule.Configuration = .init()
         ) {
@@ -118,6 +123,7 @@ extension IMClient {
             self.outboxStore = outboxStore
             self.dedupWindow = dedupWindow
             self.receiptNotices = receiptNotices
+            self.carbons = carbons
             self.tokenProvider = tokenProvider
             self.tokenRefresh = tokenRefresh
         }

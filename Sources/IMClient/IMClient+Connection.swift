@@ -176,7 +176,8 @@ extension IMClient {
         guard generation == self.generation, let connection, machine.state == .connecting else { return }
         // RECEIPT_NOTICES only to turn them off: absent means on.
         let login = LoginRequest(token: newestToken, deviceID: configuration.deviceID,
-                                 receiptNotices: configuration.receiptNotices ? nil : false)
+                                 receiptNotices: configuration.receiptNotices ? nil : false,
+                                 carbons: configuration.carbons ? nil : false)
         write(IMMessage.login(login).frame(sequence: nextSequence(), timestamp: Self.unixSeconds(), sessionID: Self.sessionID), on: connection)
     }
 

@@ -14,6 +14,9 @@ extension IMClient {
         case location(Location)
         /// A message on a subscribed topic (``IMClient/subscribe(_:)``).
         case publication(Publication)
+        /// Someone is typing (or stopped, recording, away) in a conversation with this user:
+        /// holds for ``TypingState/lifetime`` seconds unless another comes.
+        case typing(TypingUpdate)
         /// The gateway closed the session. SESSION_TAKEN_OVER (the same device logged in
         /// elsewhere), TOKEN_EXPIRED and FORBIDDEN end the client (``disconnected``
         /// follows); SERVER_SHUTTING_DOWN and IDLE_TIMEOUT are followed by ``reconnecting(_:)``,
@@ -88,10 +91,34 @@ extension IMClient {
         }
     }
 
-    /// A received chat message.
-    public struct Message: Sendable, Hashable {
-        /// The sender's user id.
+    /// A typing state of another user.
+    public struct TypingUpdate: Sendable, Hashable {
+        /// Who.
         public var from: String
+        /// The group conversation, or `nil` for one-to-one.
+        public var group: String?
+        /// What they are doing.
+        public var state: TypingState
+
+        /// Creates a typing event.
+        public init(from: String, group: String? = nil, state: TypingState) {
+            self.from = from
+            self.group = group
+            self.state = state
+        }
+    }
+
+    /// A received chat message: from another user (to this user or to a group), or a carbon
+    /// of what this user sent from another device (``isCarbon``).
+    public struct Message: Sendable, Hashable {
+        /// The sender's user id (this user's own for a carbon).
+        public var from: String
+        /// The group it was sent to, for a group message.
+        public var group: String?
+        /// For a carbon of a one-to-one message: who it was sent to.
+        public var to: String?
+        /// Whether this is a copy of a message this user sent from another device.
+        public var isCarbon: Bool
         /// The sender's message id.
         public var messageID: String
         /// The content: text, or bytes tagged image, file, voice, ...
@@ -105,8 +132,14 @@ extension IMClient {
         public var text: String? { content.text }
 
         /// Creates a message.
-        public init(from: String, messageID: String, content: IMContent, serverTime: UInt64, resend: Bool = false) {
+        public init(
+            from: String, messageID: String, content: IMContent, serverTime: UInt64, resend: Bool = false,
+            group: String? = nil, to: String? = nil, isCarbon: Bool = false
+        ) {
             self.from = from
+            self.group = group
+            self.to = to
+            self.isCarbon = isCarbon
             self.messageID = messageID
             self.content = content
             self.serverTime = serverTime

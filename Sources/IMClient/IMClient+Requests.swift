@@ -30,6 +30,36 @@ extension IMClient {
         return SendReceipt(messageID: ack.messageID ?? messageID, serverTime: ack.serverTime)
     }
 
+    /// Sends a text message to every member of `group` (PROTOCOL.md 6.11), like
+    /// ``send(to:text:messageID:)``; FORBIDDEN when this user is not a member.
+    @discardableResult
+    public func send(toGroup group: String, text: String, messageID: String = IMClient.makeMessageID()) async throws(IMClientError) -> SendReceipt {
+        try await send(toGroup: group, content: .text(text), messageID: messageID)
+    }
+
+    /// Sends a message with any content to every member of `group`.
+    @discardableResult
+    public func send(toGroup group: String, content: IMContent, messageID: String = IMClient.makeMessageID()) async throws(IMClientError) -> SendReceipt {
+        let chat = ChatSend(group: group, messageID: messageID, content: content)
+        let ack = try await request(.chat(chat), priority: .chat, durable: true, timeout: configuration.sendTimeout)
+        return SendReceipt(messageID: ack.messageID ?? messageID, serverTime: ack.serverTime)
+    }
+
+    /// Tells `user` (or, with `group`, its other members) what this user is doing in the
+    /// conversation (PROTOCOL.md 6.13): reaches their online devices only, and holds for
+    /// ``TypingState/lifetime`` seconds, so say `.typing` again while typing goes on. Not
+    /// retried: a lost signal is replaced by the next. The gateway takes 4 a second.
+    /// - Throws: ``IMClientError/refused(_:_:)`` (RATE_LIMITED, FORBIDDEN for a group this
+    ///   user is not in), ``IMClientError/timeout``, ``IMClientError/disconnected``.
+    public func sendTyping(_ state: TypingState, to user: String) async throws(IMClientError) {
+        _ = try await request(.typing(Typing(to: user, state: state)), priority: .receipt, durable: false, timeout: configuration.ackTimeout)
+    }
+
+    /// ``sendTyping(_:to:)`` in a group conversation.
+    public func sendTyping(_ state: TypingState, inGroup group: String) async throws(IMClientError) {
+        _ = try await request(.typing(Typing(group: group, state: state)), priority: .receipt, durable: false, timeout: configuration.ackTimeout)
+    }
+
     /// Tells `sender` that this user read their message `messageID` (a RECEIPT), reliably
     /// like a chat message.
     public func sendReadReceipt(to sender: String, messageID: String) async throws(IMClientError) {

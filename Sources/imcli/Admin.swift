@@ -10,7 +10,7 @@ import OpenAPIRuntime
 /// `imcli admin ...`: the gateway's server API (docs/openapi.yaml) from a shell, with an API key.
 struct Admin: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Call the gateway's server API with an API key: send as a user or the system, look up presence, disconnect.",
+        abstract: "Call the gateway's server API with an API key: send as a user or the system, look up presence, disconnect, groups.",
         discussion: """
             The key comes from --key or, better (it stays out of the process list and the shell's
             history), the IMGW_API_KEY environment variable. The API's address is --url, else the
@@ -19,10 +19,11 @@ struct Admin: AsyncParsableCommand {
               imcli admin presence bob
               imcli admin disconnect bob --device phone --reason "lost phone"
               imcli admin disconnect bob --revoke --reason "password changed"
+              imcli admin group create team alice bob      (and add, remove, members, send)
             Exit codes: 0 done, 1 usage, 2 refused (the API's 4xx: the code it names is shown),
             3 cannot reach the API or it failed (5xx), 4 no answer in time.
             """,
-        subcommands: [AdminSend.self, AdminPresence.self, AdminDisconnect.self])
+        subcommands: [AdminSend.self, AdminPresence.self, AdminDisconnect.self, AdminGroup.self])
 }
 
 /// What every `imcli admin` command takes.

@@ -115,6 +115,20 @@ struct ClientOptions: ParsableArguments {
         if usesDefaultDevice { await client.logout() } else { await client.close() }
     }
 
+    /// Logs in as `defaultDevice` (unless --device), runs `request` once, and ends the
+    /// session: logged out (or closed, with --device) after an answer, closed after a lost
+    /// connection, when the gateway may not answer a LOGOUT either. Returns what `request`
+    /// returned, or throws its error.
+    func once<T: Sendable>(defaultDevice: String, _ request: (IMClient) async throws(IMClientError) -> T) async throws -> T {
+        let client = try await connect(defaultDevice: defaultDevice, gateway: try gatewayConfiguration())
+        let result = await Result { () async throws(IMClientError) -> T in try await request(client) }
+        switch result {
+        case .success, .failure(.refused): await end(client)
+        case .failure: await client.close()
+        }
+        return try result.get()
+    }
+
     /// `where` for status lines: `127.0.0.1:6969`, with TLS marked.
     func address(of client: IMClient) -> String {
         "\(client.configuration.host):\(client.configuration.port)\(tls ? " (TLS)" : "")"

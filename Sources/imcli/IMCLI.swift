@@ -12,6 +12,8 @@ struct IMCLI: AsyncParsableCommand {
             With `make run` (imgw on 127.0.0.1:6969, built-in configuration):
               imcli listen --as bob               # messages, receipts, presence
               imcli send --as alice --to bob hi   # exits 0 once the gateway ACKed it
+              imcli group send --as alice --group team hi   # to every member of team
+              imcli typing --as alice --to bob    # bob's listen shows: alice is typing
               imcli presence --as bob alice       # alice's devices online/offline
               imcli location share --as alice --with bob --lat 52.52 --lon 13.405
               imcli location watch --as bob alice # one line per position of alice's
@@ -37,7 +39,7 @@ struct IMCLI: AsyncParsableCommand {
               4  timeout: no answer from the gateway in time
             """,
         version: IMGatewayInfo.version,
-        subcommands: [Send.self, Listen.self, WatchPresence.self, LocationCommand.self, Publish.self, Subscribe.self, Token.self, Admin.self])
+        subcommands: [Send.self, Listen.self, GroupCommand.self, TypingCommand.self, WatchPresence.self, LocationCommand.self, Publish.self, Subscribe.self, Token.self, Admin.self])
 
     /// Like ArgumentParser's, except that usage errors exit with 1 (not 64).
     static func main() async {

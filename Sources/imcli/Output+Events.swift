@@ -11,6 +11,7 @@ extension Output {
         case .presence(let presence): self.presence(presence)
         case .location(let location): self.location(location)
         case .publication(let publication): self.publication(publication)
+        case .typing(let typing): self.typing(typing)
         case .kicked(let code, let message):
             notice([("type", "kicked")] + Self.codeFields(code, message), "kicked by the gateway: \(Self.describe(code, message))")
         case .error(let code, let message):
@@ -35,7 +36,7 @@ extension Output {
     static func isNotice(_ event: IMClient.Event) -> Bool {
         switch event {
         case .kicked, .error, .reconnecting, .reconnected, .disconnected: true
-        case .message, .receipt, .presence, .location, .publication: false
+        case .message, .receipt, .presence, .location, .publication, .typing: false
         }
     }
 
@@ -44,6 +45,9 @@ extension Output {
             var fields: [(String, JSONValue)] = [
                 ("type", "message"), ("from", .string(message.from)), ("id", .string(message.messageID)),
             ]
+            if let group = message.group { fields.append(("group", .string(group))) }
+            if let to = message.to { fields.append(("to", .string(to))) }
+            if message.isCarbon { fields.append(("carbon", .bool(true))) }
             if let text = message.text {
                 fields.append(("text", .string(text)))
             } else {
@@ -52,12 +56,31 @@ extension Output {
             }
             fields += [("server_time", .number(message.serverTime)), ("resend", .bool(message.resend))]
             line(fields)
-        } else if let text = message.text {
-            line("\(message.from): \(text)")
         } else {
-            line("\(message.from): [\(Self.contentName(message.content.tag)), \(message.content.value.readableBytes) bytes]")
+            // "alice: hi", "alice in team: hi", "you (another device) to bob: hi".
+            let conversation = message.group.map { " in \($0)" } ?? (message.isCarbon ? message.to.map { " to \($0)" } ?? "" : "")
+            let who = (message.isCarbon ? "you (another device)" : message.from) + conversation
+            let body = message.text ?? "[\(Self.contentName(message.content.tag)), \(message.content.value.readableBytes) bytes]"
+            line("\(who): \(body)")
         }
     }
+
+    /// `[typing] alice is typing`, `[typing] alice in team stopped`.
+    private func typing(_ typing: IMClient.TypingUpdate) {
+        let state = Self.typingNames[Int(typing.state.rawValue)]
+        if json {
+            var fields: [(String, JSONValue)] = [("type", "typing"), ("from", .string(typing.from))]
+            if let group = typing.group { fields.append(("group", .string(group))) }
+            fields.append(("state", .string(state)))
+            line(fields)
+        } else {
+            let words = ["stopped typing", "is typing", "is recording audio", "is away"][Int(typing.state.rawValue)]
+            line("[typing] \(typing.from)\(typing.group.map { " in \($0)" } ?? "") \(words)")
+        }
+    }
+
+    /// The names of ``TypingState`` in JSON lines and on the command line.
+    static let typingNames = ["stopped", "typing", "recording", "away"]
 
     private func receipt(_ receipt: IMClient.Receipt) {
         let kind = receipt.kind == .read ? "read" : "delivered"

@@ -30,17 +30,10 @@ struct Send: AsyncParsableCommand {
     func run() async throws {
         let output = options.output
         try await reportingFailures(output, timeout: options.timeout) {
-            let client = try await options.connect(defaultDevice: "cli-send", gateway: try options.gatewayConfiguration())
-            let result = await Result { () async throws(IMClientError) -> IMClient.SendReceipt in
+            let receipt = try await options.once(defaultDevice: "cli-send") { client throws(IMClientError) in
                 try await client.send(to: to, text: text.joined(separator: " "), messageID: id ?? IMClient.makeMessageID())
             }
-            // Log the command's own device out (its session keeps no queue), unless the
-            // connection failed: then the gateway may not answer a LOGOUT either.
-            switch result {
-            case .success, .failure(.refused): await options.end(client)
-            case .failure: await client.close()
-            }
-            output.sent(try result.get(), to: to)
+            output.sent(receipt, to: to)
         }
     }
 }

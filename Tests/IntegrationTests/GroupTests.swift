@@ -1,4 +1,5 @@
 import Foundation
+import IMClient
 import IMGateway
 import IMWire
 import Testing
@@ -207,5 +208,73 @@ struct GroupTests {
             if ack.error == .rateLimited { #expect((ack.retryAfter ?? 0) > 0) }
         }
         #expect(codes.contains(.rateLimited) && codes.prefix(7).allSatisfy { $0 == nil }, "\(codes)")
+    }
+
+    @Test("IMClient: a group message, its carbon and a typing state arrive as events")
+    func client() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob"]}"#).status == 201)
+        func connect(_ user: String, _ device: String) async throws -> IMClient {
+            tracked(try await IMClient.connect(.init(port: gateway.port, token: try await minter.mint(user: user), deviceID: device)))
+        }
+        let phone = try await connect("alice", "phone")
+        let tablet = try await connect("alice", "tablet")
+        let bob = try await connect("bob", "phone")
+        let tabletEvents = Collector(tablet.events)
+        let bobEvents = Collector(bob.events)
+
+        let sent = try await phone.send(toGroup: "team", text: "hi team", messageID: "cg-1")
+        let received = try await nextMessage(bobEvents)
+        #expect(received.group == "team" && received.from == "alice" && !received.isCarbon && received.serverTime == sent.serverTime)
+        let carbon = try await nextMessage(tabletEvents)
+        #expect(carbon.isCarbon && carbon.group == "team" && carbon.messageID == "cg-1" && carbon.text == "hi team")
+
+        try await phone.sendTyping(.typing, to: "bob")
+        while true {
+            if case .typing(let typing) = try await bobEvents.next(within: 10, "bob's typing event") {
+                #expect(typing == IMClient.TypingUpdate(from: "alice", state: .typing))
+                break
+            }
+        }
+        // A group bob is not in: FORBIDDEN (nobody is in "other").
+        do {
+            try await bob.sendTyping(.typing, inGroup: "other")
+            Issue.record("not refused")
+        } catch {
+            if case .refused(let code, _) = error { #expect(code == .forbidden) } else { Issue.record("\(error)") }
+        }
+    }
+
+    @Test("imcli: admin group create and members, group send, typing; a non-member's send exits 2 with FORBIDDEN")
+    func cli() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let url = "http://127.0.0.1:\(gateway.apiPort)"
+        func imcli(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+            try await IMClientIntegrationTests.runCLI(arguments)
+        }
+        let created = try await imcli(["admin", "group", "create", "team", "alice", "bob", "--url", url, "--key", IMGWProcess.apiKey])
+        #expect(created.status == 0 && created.output.contains("created team: alice, bob"), "\(created.output)")
+        let members = try await imcli(["admin", "group", "members", "team", "--url", url, "--key", IMGWProcess.apiKey])
+        #expect(members.status == 0 && members.output.contains("team: 2 members") && members.output.contains("  bob since"), "\(members.output)")
+
+        let bob = try await device(gateway, "bob")
+        let port = ["--port", String(gateway.port)]
+        let sent = try await imcli(["group", "send", "--token", try await minter.mint(user: "alice"), "--group", "team", "--id", "cli-g1", "hi", "team"] + port)
+        #expect(sent.status == 0 && sent.output.contains("sent cli-g1 to team"), "\(sent.output)")
+        let delivery = try await bob.nextDelivery()
+        #expect(delivery.group == "team" && delivery.from == "alice" && delivery.content.text == "hi team")
+        let typed = try await imcli(["typing", "--token", try await minter.mint(user: "alice"), "--to", "bob", "recording"] + port)
+        #expect(typed.status == 0, "\(typed.output)")
+        while true {
+            let (_, message) = try await bob.next(within: 10, "bob's TYPING")
+            if case .typing(let typing) = message {
+                #expect(typing == Typing(from: "alice", state: .recording))
+                break
+            }
+        }
+        let refused = try await imcli(["group", "send", "--token", try await minter.mint(user: "mallory"), "--group", "team", "let me in"] + port)
+        #expect(refused.status == 2 && refused.output.contains("FORBIDDEN"), "\(refused.output)")
     }
 }

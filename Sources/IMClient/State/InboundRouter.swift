@@ -61,7 +61,8 @@ struct InboundRouter: Sendable {
             guard dedup.firstSighting(sender: delivery.from, messageID: delivery.messageID) else { return [ack] }
             let surfaced = IMClient.Message(
                 from: delivery.from, messageID: delivery.messageID, content: delivery.content,
-                serverTime: delivery.serverTime, resend: delivery.resend)
+                serverTime: delivery.serverTime, resend: delivery.resend,
+                group: delivery.group, to: delivery.to, isCarbon: delivery.carbon)
             return [.emit(.message(surfaced)), ack]
         case .receiptNotice(let notice):
             let receipt = IMClient.Receipt(from: notice.from, messageID: notice.messageID, kind: notice.kind, serverTime: notice.serverTime)
@@ -83,6 +84,9 @@ struct InboundRouter: Sendable {
             return [.emit(.publication(publication)), ack]
         case .location(let notice):
             return [.emit(.location(IMClient.Location(user: notice.user, device: notice.device, location: notice.location)))]
+        case .typing(let typing):
+            guard let from = typing.from else { return [] }
+            return [.emit(.typing(IMClient.TypingUpdate(from: from, group: typing.group, state: typing.state)))]
         default:
             // HELLO_OK, a late LOGIN_OK, or a client-to-gateway message: nothing to do.
             return []
