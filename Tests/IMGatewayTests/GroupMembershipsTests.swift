@@ -1,0 +1,68 @@
+import IMWire
+import Testing
+
+@testable import IMGateway
+
+@Suite("GroupMemberships")
+struct GroupMembershipsTests {
+    @Test("the first lookup follows, others wait, then all know; changes of a followed group apply, of others not")
+    func followThenKnow() {
+        var groups = GroupMemberships(capacity: 10)
+        #expect(groups.lookup("team") == .follow)
+        #expect(groups.lookup("team") == .wait)
+        groups.apply(group: "team", user: "alice", since: 1)
+        groups.apply(group: "team", user: "bob", since: 2)
+        groups.apply(group: "other", user: "eve", since: 3)
+        #expect(groups.members(of: "team") == .some(nil), "not complete before the marker")
+        let synced = groups.synced("team")
+        #expect(synced?.members == ["alice": 1, "bob": 2] && synced?.release == [])
+        #expect(groups.lookup("team") == .known(["alice": 1, "bob": 2]))
+        groups.apply(group: "team", user: "bob", since: nil)
+        groups.apply(group: "team", user: "carol", since: 4)
+        #expect(groups.lookup("team") == .known(["alice": 1, "carol": 4]))
+        #expect(groups.members(of: "other") == nil, "never followed")
+    }
+
+    @Test("past the capacity the least recently used complete group is let go, never the one just synced or one being looked up")
+    func leastRecentlyUsed() {
+        var groups = GroupMemberships(capacity: 2)
+        for name in ["a", "b"] {
+            _ = groups.lookup(name)
+            _ = groups.synced(name)
+        }
+        _ = groups.lookup("a")  // a is now newer than b
+        #expect(groups.lookup("c") == .follow)
+        #expect(groups.lookup("d") == .follow, "two lookups under way")
+        #expect(groups.synced("c")?.release == ["b", "a"], "b first, then a: c and d must fit; d is not complete")
+        #expect(groups.count == 2 && groups.members(of: "d") == .some(nil))
+    }
+
+    @Test("a failed lookup, or a reset while one is under way, leaves the group unknown")
+    func failures() {
+        var groups = GroupMemberships(capacity: 10)
+        _ = groups.lookup("team")
+        groups.failed("team")
+        #expect(groups.members(of: "team") == nil && groups.lookup("team") == .follow)
+        groups.reset()
+        #expect(groups.synced("team") == nil, "forgotten by the reset: the lookup must fail")
+        #expect(groups.lookup("team") == .follow)
+    }
+}
+
+@Suite("TypingPayload")
+struct TypingPayloadTests {
+    @Test("every state round-trips through its name; an unknown name or a bad id is refused")
+    func names() throws {
+        for state in TypingState.allCases {
+            let payload = TypingPayload(from: "alice", group: "team", state: state, ts: 1)
+            let decoded = try PayloadCodec.decode(TypingPayload.self, from: PayloadCodec.encode(payload))
+            #expect(try decoded.notice() == Typing(group: "team", from: "alice", state: state))
+        }
+        #expect(String(decoding: PayloadCodec.encode(TypingPayload(from: "alice", state: .typing, ts: 7)), as: UTF8.self)
+            == #"{"from":"alice","state":"typing","ts":7}"#)
+        var unknown = TypingPayload(from: "alice", state: .typing, ts: 1)
+        unknown.state = "dancing"
+        #expect(throws: PayloadError.self) { try unknown.notice() }
+        #expect(throws: PayloadError.self) { try TypingPayload(from: "a/b", state: .typing, ts: 1).notice() }
+    }
+}
