@@ -63,7 +63,13 @@ final class GroupDirectory: Sendable {
                 throw ControlClient.Failure.notConnected
             }
             finish(group, .success(synced.members))
-            for released in synced.release { await control.unfollow(topics.groupMembersFilter(group: released)) }
+            for released in synced.release {
+                // Unless a lookup follows it again meanwhile. (One that starts between this
+                // check and the broker's UNSUBSCRIBE would miss later changes: only at
+                // groups.cache with groups coming and going, a known limit.)
+                guard state.withLock({ $0.memberships.members(of: released) == nil }) else { continue }
+                await control.unfollow(topics.groupMembersFilter(group: released))
+            }
             return synced.members
         }
     }
