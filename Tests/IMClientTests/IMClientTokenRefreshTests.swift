@@ -83,7 +83,10 @@ struct IMClientTokenRefreshTests {
     func unansweredIsRetried() async throws {
         let tokens = TokenSource()
         let network = Self.network(tokens)
-        network.configuration.ackTimeout = .milliseconds(200)
+        // Long enough that the ACK of t-2, written as soon as the test reads t-2, arrives in
+        // time on a loaded machine (200 ms failed once under a parallel run: the client gave
+        // t-2 up before the ACK came).
+        network.configuration.ackTimeout = .seconds(1)
         let (client, gateway) = try await network.login(tokenExpiry: ScriptedGateway.serverTime + 30_000)
         // The gateway never answers t-1 (the outbox may write it twice before giving up).
         var (frame, refresh) = try await gateway.nextTokenRefresh()
