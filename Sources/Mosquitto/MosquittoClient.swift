@@ -480,6 +480,9 @@ public actor MosquittoClient {
             }
         }
         var results = [SubscriptionResult](repeating: .rejected(.unspecifiedError), count: subscriptions.count)
+        // Every SUBSCRIBE goes out before the first SUBACK is awaited: one round trip, not one
+        // per group (a SUBACK that comes before its wait is kept in `earlySubacks`).
+        var issued: [(indices: [Int], mid: Int32)] = []
         for group in groups {
             let filters = group.indices.map { subscriptions[$0].filter }
             var mid: Int32 = 0
@@ -492,7 +495,11 @@ public actor MosquittoClient {
                 throw MosquittoError.invalidArgument("subscription filter in \(filters)")
             }
             try rc.check()
-            loop.markDirty(io)
+            issued.append((group.indices, mid))
+        }
+        loop.markDirty(io)
+        for group in issued {
+            let mid = group.mid
             let codes = try await withCheckedThrowingContinuation { continuation in
                 if let codes = earlySubacks.removeValue(forKey: mid) {
                     continuation.resume(returning: codes)

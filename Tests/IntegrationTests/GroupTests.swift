@@ -133,7 +133,8 @@ struct GroupTests {
     func carbons() async throws {
         let broker = try await TestBroker.start()
         let gateway = try await IMGWProcess.start(broker: broker, api: true)
-        #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob"]}"#).status == 201)
+        let created = try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob"]}"#)
+        #expect(created.status == 201, "\(created.body)")
         try await loggedOut(gateway, "alice", "tablet")
         let watch = try await device(gateway, "alice", "watch", carbons: false)
         let phone = try await device(gateway, "alice", "phone")
@@ -214,7 +215,8 @@ struct GroupTests {
     func client() async throws {
         let broker = try await TestBroker.start()
         let gateway = try await IMGWProcess.start(broker: broker, api: true)
-        #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob"]}"#).status == 201)
+        let created = try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob"]}"#)
+        #expect(created.status == 201, "\(created.body)")
         func connect(_ user: String, _ device: String) async throws -> IMClient {
             tracked(try await IMClient.connect(.init(port: gateway.port, token: try await minter.mint(user: user), deviceID: device)))
         }

@@ -34,6 +34,8 @@ final class ControlClient: Sendable {
     private let context: GatewayContext
     private let logger: Logger
     private let lookups = Mutex(Lookups())
+    /// Whether the subscriptions are made (after each connect), and who waits for that.
+    private let readiness = Mutex(Readiness())
     /// How long a lookup waits for its marker.
     private let timeout: Double
 
@@ -42,6 +44,14 @@ final class ControlClient: Sendable {
         var pending: [UInt64: Pending] = [:]
         /// Lookups per filter, so that a filter stays subscribed while one still uses it.
         var users: [String: Int] = [:]
+    }
+
+    private struct Readiness {
+        var subscribed = false
+        /// Counts the connections whose subscriptions were made.
+        var generation: UInt64 = 0
+        var nextID: UInt64 = 0
+        var waiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
     }
 
     private struct Pending {
@@ -81,14 +91,60 @@ final class ControlClient: Sendable {
                 .init(context.topics.revokedFilter, qos: .atMostOnce),
             ],
             checkingEvery: .seconds(1), logger: logger, problem: "the gateway's control client is not connected",
-            // A new connection follows no group: the directory starts again.
-            subscribed: { [context] _ in context.groups.reset() })
+            subscribed: { [context] _ in
+                // A new connection follows no group: the directory starts again.
+                context.groups.reset()
+                self.subscriptionsMade()
+            })
         failAll(.notConnected)
+    }
+
+    /// Returns once the client is connected and subscribed, waiting up to the lookup time-out
+    /// for that (a request right after the gateway started, or during a reconnect); throws
+    /// ``Failure/notConnected`` after it.
+    private func ready() async throws {
+        let (subscribed, generation) = readiness.withLock { ($0.subscribed, $0.generation) }
+        if subscribed, await client.state == .connected { return }
+        let timeout = self.timeout
+        let id = readiness.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        let timer = Task {
+            try await Task.sleep(for: .seconds(timeout))
+            self.readinessSettled(id, false)
+        }
+        defer { timer.cancel() }
+        let made = await withCheckedContinuation { waiter in
+            let now: Bool = readiness.withLock { state in
+                // Subscribed again since the check above: no need to wait.
+                if state.generation != generation { return true }
+                state.waiters[id] = waiter
+                return false
+            }
+            if now { waiter.resume(returning: true) }
+        }
+        guard made, await client.state == .connected else { throw Failure.notConnected }
+    }
+
+    /// The subscriptions of a new connection are made: requests go ahead.
+    private func subscriptionsMade() {
+        let waiters = readiness.withLock { state in
+            state.subscribed = true
+            state.generation += 1
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume(returning: true) }
+    }
+
+    private func readinessSettled(_ id: UInt64, _ made: Bool) {
+        readiness.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: made)
     }
 
     /// Publishes at QoS 1 and returns once the broker has it.
     func publish(_ message: OutgoingPublish) async throws {
-        guard await client.state == .connected else { throw Failure.notConnected }
+        try await ready()
         try await client.publish(
             topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain, properties: message.properties)
     }
@@ -98,7 +154,7 @@ final class ControlClient: Sendable {
     /// follows, go where ``receive(_:)`` sends them. The subscription stays until
     /// ``unfollow(_:)`` or until the connection is lost (`reconnected` in ``run(reconnected:)``).
     func follow(_ filter: String) async throws {
-        guard await client.state == .connected else { throw Failure.notConnected }
+        try await ready()
         let id = lookups.withLock { lookups in
             lookups.nextID += 1
             lookups.pending[lookups.nextID] = Pending(filter: filter, matches: { _ in false })
@@ -118,7 +174,7 @@ final class ControlClient: Sendable {
     /// The retained messages on `filter` (and anything published there meanwhile) whose topic
     /// `matches` accepts.
     func retained(filter: String, matching matches: @escaping @Sendable (String) -> Bool) async throws -> [MosquittoMessage] {
-        guard await client.state == .connected else { throw Failure.notConnected }
+        try await ready()
         let id = lookups.withLock { lookups in
             lookups.nextID += 1
             lookups.pending[lookups.nextID] = Pending(filter: filter, matches: matches)

@@ -61,8 +61,8 @@ struct GroupMemberships: Sendable {
 
     /// The lookup of `group` has every retained membership: its members, and the groups to
     /// let go (unsubscribe) to stay within ``capacity``, least recently used first, never
-    /// `group` or one still being looked up. `nil` when the group was forgotten meanwhile
-    /// (``reset()``): the lookup failed.
+    /// `group` or one still being looked up. `nil` when the group was forgotten meanwhile: the
+    /// lookup failed.
     mutating func synced(_ group: String) -> (members: [String: UInt64], release: [String])? {
         guard groups[group] != nil else { return nil }
         groups[group]?.complete = true
@@ -83,8 +83,10 @@ struct GroupMemberships: Sendable {
         if groups[group]?.complete == false { groups[group] = nil }
     }
 
-    /// The connection that follows the groups was lost: nothing is followed any more.
+    /// The connection that follows the groups is new: the groups followed on the old one are
+    /// not any more. Lookups under way stay: they subscribe on the new connection, or their
+    /// marker never comes and they fail.
     mutating func reset() {
-        groups.removeAll()
+        groups = groups.filter { !$0.value.complete }
     }
 }

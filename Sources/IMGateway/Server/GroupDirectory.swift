@@ -79,14 +79,10 @@ final class GroupDirectory: Sendable {
         state.withLock { $0.memberships.apply(group: group, user: user, since: since) }
     }
 
-    /// The control client's connection is new: nothing is followed.
+    /// The control client's connection is new: the groups followed before are not any more.
+    /// (Lookups under way go on; their waiters wait for them.)
     func reset() {
-        let waiting = state.withLock { state in
-            state.memberships.reset()
-            defer { state.waiters.removeAll() }
-            return state.waiters.values.flatMap { $0 }
-        }
-        for waiter in waiting { waiter.resume(throwing: ControlClient.Failure.notConnected) }
+        state.withLock { $0.memberships.reset() }
     }
 
     private func finish(_ group: String, _ result: Result<[String: UInt64], any Error>) {
