@@ -47,8 +47,7 @@ final class ControlClient: Sendable {
     }
 
     private struct Readiness {
-        var subscribed = false
-        /// Counts the connections whose subscriptions were made.
+        /// Counts the connections whose subscriptions were made (0: none yet).
         var generation: UInt64 = 0
         var nextID: UInt64 = 0
         var waiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
@@ -103,8 +102,8 @@ final class ControlClient: Sendable {
     /// for that (a request right after the gateway started, or during a reconnect); throws
     /// ``Failure/notConnected`` after it.
     private func ready() async throws {
-        let (subscribed, generation) = readiness.withLock { ($0.subscribed, $0.generation) }
-        if subscribed, await client.state == .connected { return }
+        let generation = readiness.withLock { $0.generation }
+        if generation > 0, await client.state == .connected { return }
         let timeout = self.timeout
         let id = readiness.withLock { state in
             state.nextID += 1
@@ -130,7 +129,6 @@ final class ControlClient: Sendable {
     /// The subscriptions of a new connection are made: requests go ahead.
     private func subscriptionsMade() {
         let waiters = readiness.withLock { state in
-            state.subscribed = true
             state.generation += 1
             defer { state.waiters.removeAll() }
             return Array(state.waiters.values)
@@ -152,18 +150,9 @@ final class ControlClient: Sendable {
     /// Subscribes to `filter` at QoS 0 (every retained message arrives, whatever the broker's
     /// queue limit) and returns once its retained messages have arrived; they, and what
     /// follows, go where ``receive(_:)`` sends them. The subscription stays until
-    /// ``unfollow(_:)`` or until the connection is lost (`reconnected` in ``run(reconnected:)``).
+    /// ``unfollow(_:)`` or until the connection is lost (the group directory starts again then).
     func follow(_ filter: String) async throws {
-        try await ready()
-        let id = lookups.withLock { lookups in
-            lookups.nextID += 1
-            lookups.pending[lookups.nextID] = Pending(filter: filter, matches: { _ in false })
-            return lookups.nextID
-        }
-        defer { _ = lookups.withLock { $0.pending.removeValue(forKey: id) } }
-        _ = try await client.subscribe(filter, qos: .atMostOnce)
-        try await client.publish(topic: markerTopic, payload: Array(String(id).utf8), qos: .atLeastOnce)
-        _ = try await waitForMarker(id)
+        _ = try await sync(filter, qos: .atMostOnce, matching: { _ in false }, keep: true)
     }
 
     /// Ends a ``follow(_:)``.
@@ -174,21 +163,30 @@ final class ControlClient: Sendable {
     /// The retained messages on `filter` (and anything published there meanwhile) whose topic
     /// `matches` accepts.
     func retained(filter: String, matching matches: @escaping @Sendable (String) -> Bool) async throws -> [MosquittoMessage] {
+        try await sync(filter, qos: .atLeastOnce, matching: matches, keep: false)
+    }
+
+    /// Subscribes to `filter`, publishes a marker and waits for it to come back; returns what
+    /// arrived on the filter meanwhile that `matches` accepts. Without `keep`, the filter is
+    /// unsubscribed again unless another lookup still uses it.
+    private func sync(
+        _ filter: String, qos: QoS, matching matches: @escaping @Sendable (String) -> Bool, keep: Bool
+    ) async throws -> [MosquittoMessage] {
         try await ready()
         let id = lookups.withLock { lookups in
             lookups.nextID += 1
             lookups.pending[lookups.nextID] = Pending(filter: filter, matches: matches)
-            lookups.users[filter, default: 0] += 1
+            if !keep { lookups.users[filter, default: 0] += 1 }
             return lookups.nextID
         }
         do {
-            _ = try await client.subscribe(filter, qos: .atLeastOnce)
+            _ = try await client.subscribe(filter, qos: qos)
             try await client.publish(topic: markerTopic, payload: Array(String(id).utf8), qos: .atLeastOnce)
             let messages = try await waitForMarker(id)
-            await release(id)
+            await release(id, unsubscribing: !keep)
             return messages
         } catch {
-            await release(id)
+            await release(id, unsubscribing: !keep)
             throw error
         }
     }
@@ -227,10 +225,11 @@ final class ControlClient: Sendable {
         if let (waiter, result) = resume { waiter.resume(with: result) }
     }
 
-    /// Forgets lookup `id` and unsubscribes its filter unless another lookup uses it.
-    private func release(_ id: UInt64) async {
+    /// Forgets lookup `id`; with `unsubscribing`, unsubscribes its filter unless another
+    /// lookup uses it.
+    private func release(_ id: UInt64, unsubscribing: Bool) async {
         let filter: String? = lookups.withLock { lookups in
-            guard let pending = lookups.pending.removeValue(forKey: id) else { return nil }
+            guard let pending = lookups.pending.removeValue(forKey: id), unsubscribing else { return nil }
             let left = (lookups.users[pending.filter] ?? 1) - 1
             lookups.users[pending.filter] = left > 0 ? left : nil
             return left > 0 ? nil : pending.filter

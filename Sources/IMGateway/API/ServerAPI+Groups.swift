@@ -148,11 +148,7 @@ extension ServerAPI {
             }
             context.dedup.record(user: from, id: body.id, fingerprint: fingerprint, serverTime: serverTime)
             context.statistics.messagesIn.add(1, ordering: .relaxed)
-            if let push = context.push {
-                for member in others where push.mayNotify(member) {
-                    push.chatAccepted(PushNotification(send: chat, from: from, serverTime: serverTime, settings: push.settings, to: member))
-                }
-            }
+            context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: others)
             copies = others.count
         }
         log("API group message", ["group": "\(group)", "from": "\(from)", "id": "\(body.id)", "copies": "\(copies)"])

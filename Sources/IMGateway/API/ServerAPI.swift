@@ -60,9 +60,7 @@ struct ServerAPI: APIProtocol {
             }
             context.dedup.record(user: from, id: body.id, fingerprint: fingerprint, serverTime: serverTime)
             context.statistics.messagesIn.add(1, ordering: .relaxed)
-            if let push = context.push, push.mayNotify(to) {
-                push.chatAccepted(PushNotification(send: chat, from: from, serverTime: serverTime, settings: push.settings))
-            }
+            context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: [to])
         }
         context.logger.info(
             "API message",

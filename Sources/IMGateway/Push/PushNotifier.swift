@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import IMWire
 import Logging
 import Mosquitto
 import NIOCore
@@ -74,6 +75,15 @@ final class PushNotifier: Sendable {
     /// online, so that the chat path builds no notification for him.
     func mayNotify(_ user: String) -> Bool {
         queue.withLock { !$0.presence.isOnline(user) }
+    }
+
+    /// The broker has `chat` from `sender`, accepted by this gateway at `serverTime`: a
+    /// notification for each of `recipients` (the one-to-one recipient, or the group's other
+    /// members) who has no device online (``chatAccepted(_:)``).
+    func chatAccepted(_ chat: ChatSend, from sender: String, serverTime: UInt64, recipients: [String]) {
+        for recipient in recipients where mayNotify(recipient) {
+            chatAccepted(PushNotification(send: chat, from: sender, serverTime: serverTime, settings: settings, to: recipient))
+        }
     }
 
     /// The broker has a chat this gateway accepted: its notification goes out after

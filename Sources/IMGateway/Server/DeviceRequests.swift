@@ -217,11 +217,7 @@ struct DeviceRequests: Sendable {
         try await OutgoingPublish.publishAll(copies, window: context.configuration.broker.maxInflight) { try await deviceSession.publish($0) }
         context.dedup.record(user: me, id: chat.messageID, fingerprint: fingerprint, serverTime: serverTime)
         sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime), to: header)
-        if let push = context.push {
-            for member in others where push.mayNotify(member) {
-                push.chatAccepted(PushNotification(send: chat, from: me, serverTime: serverTime, settings: push.settings, to: member))
-            }
-        }
+        context.push?.chatAccepted(chat, from: me, serverTime: serverTime, recipients: others)
     }
 
     private func subscribe(_ subscribe: Subscribe, header: IMFrameHeader) async throws {

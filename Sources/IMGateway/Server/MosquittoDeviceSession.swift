@@ -91,14 +91,7 @@ final class MosquittoDeviceSession: DeviceSession {
         client.perform { client in
             if !batch.acknowledgements.isEmpty { client.acknowledge(deliveryIDs: batch.acknowledgements) }
             for (receipt, messageID) in batch.receipts {
-                let failed: @Sendable (any Error) -> Void = { error in
-                    logger.notice("delivered receipt not published", metadata: ["error": "\(error)", "message-id": "\(messageID)"])
-                }
-                do {
-                    try receipt.start(on: client) { if case .failure(let error) = $0 { failed(error) } }
-                } catch {
-                    failed(error)
-                }
+                receipt.startLogged(on: client, logger: logger, what: "delivered receipt", messageID: messageID)
             }
             for chat in batch.chats {
                 do {
@@ -106,15 +99,7 @@ final class MosquittoDeviceSession: DeviceSession {
                 } catch {
                     mailbox.post(.published(chat.ticket, .failure(error as? MosquittoError ?? .closed)))
                 }
-                guard let carbon = chat.carbon else { continue }
-                let failed: @Sendable (any Error) -> Void = { error in
-                    logger.notice("carbon not published", metadata: ["error": "\(error)", "message-id": "\(chat.ticket.messageID)"])
-                }
-                do {
-                    try carbon.start(on: client) { if case .failure(let error) = $0 { failed(error) } }
-                } catch {
-                    failed(error)
-                }
+                chat.carbon?.startLogged(on: client, logger: logger, what: "carbon", messageID: chat.ticket.messageID)
             }
         }
     }

@@ -1,4 +1,5 @@
 import IMWire
+import Logging
 import Mosquitto
 
 /// A publish prepared off the MQTT loop (payload encoded, topic named), to be started on it
@@ -9,6 +10,19 @@ struct OutgoingPublish: Sendable, Hashable {
     var qos: QoS
     var retain: Bool = false
     var properties: MQTTProperties = MQTTProperties()
+
+    /// Hands it to `client` when nobody waits for the outcome: a failure is logged as
+    /// "`what` not published" with `messageID`.
+    func startLogged(on client: isolated MosquittoClient, logger: Logger, what: String, messageID: String) {
+        let failed: @Sendable (any Error) -> Void = { error in
+            logger.notice("\(what) not published", metadata: ["error": "\(error)", "message-id": "\(messageID)"])
+        }
+        do {
+            try start(on: client) { if case .failure(let error) = $0 { failed(error) } }
+        } catch {
+            failed(error)
+        }
+    }
 
     /// Hands it to `client` (see ``MosquittoClient/startPublish(topic:payload:qos:retain:properties:completion:)``).
     func start(on client: isolated MosquittoClient, completion: @escaping @Sendable (Result<Void, MosquittoError>) -> Void) throws {
