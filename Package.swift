@@ -140,6 +140,7 @@ let package = Package(
             dependencies: [
                 "CMosquitto",
                 "IMGateway",
+                "IMGatewayAPI",
                 "IMClient",
                 "IMWire",
                 "Mosquitto",
@@ -148,6 +149,10 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                // `imbench group` sets up its groups through the server API.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             ]
         ),
         // The command-line client (IMGateway only for the configuration and dev tokens).

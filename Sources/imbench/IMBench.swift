@@ -11,8 +11,10 @@ import ArgumentParser
 ///   idle CPU of the gateway process.
 /// - `imbench weak`: chat through a fault-injecting proxy (latency, stalls, cuts): delivered
 ///   %, duplicates, order, reconnect times.
+/// - `imbench group`: group fan-out (groups of N, some members offline) through `imgw`, beside
+///   raw libmosquitto publishing per member and the broker fanning out.
 ///
-/// `chat` and `connect` start their own mosquitto and `imgw` (the binary next to this one)
+/// `chat`, `connect` and `group` start their own mosquitto and `imgw` (the binary next to this one)
 /// on free loopback ports unless told where they run, and stop them on exit and on SIGINT.
 /// Results: progress on stderr, one JSON line on stdout.
 @main
@@ -21,5 +23,5 @@ struct IMBench: AsyncParsableCommand {
         commandName: "imbench",
         abstract: "Benchmarks for the IM gateway: codec, chat throughput and latency, connections.",
         discussion: "Progress goes to stderr; each subcommand prints one JSON line with its results on stdout.",
-        subcommands: [WireCommand.self, ChatCommand.self, MQTTCommand.self, ConnectCommand.self, WeakCommand.self])
+        subcommands: [WireCommand.self, ChatCommand.self, MQTTCommand.self, ConnectCommand.self, WeakCommand.self, GroupCommand.self])
 }

@@ -95,20 +95,6 @@ struct AdminOptions: ParsableArguments {
     }
 }
 
-/// Adds `Authorization: Bearer KEY` to every request.
-struct BearerKey: ClientMiddleware {
-    let key: String
-
-    func intercept(
-        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String,
-        next: (HTTPRequest, HTTPBody?, URL) async throws -> (HTTPResponse, HTTPBody?)
-    ) async throws -> (HTTPResponse, HTTPBody?) {
-        var request = request
-        request.headerFields[.authorization] = "Bearer \(key)"
-        return try await next(request, body, baseURL)
-    }
-}
-
 extension CLIFailure {
     /// The API refused the request (4xx) or failed (5xx): its error code and message.
     init(api status: Int, _ error: Components.Schemas.ErrorResponse) {

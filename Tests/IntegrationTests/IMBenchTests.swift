@@ -97,6 +97,47 @@ struct IMBenchTests {
         #expect((result["gateway_received"] as? Int ?? 0) > 0)
     }
 
+    @Test("imbench group: through imgw, per member and fanned out by the broker, every online member gets every message once and every offline member its queue")
+    func group() async throws {
+        // 5 members: the sender, 3 online, 1 offline (25% of the 4 others).
+        let output = try await run(
+            Self.executable, ["group", "--members", "5", "--offline-percent", "25", "--seconds", "1", "--window", "4", "--drain", "20"])
+        let result = try Self.json(output)
+        #expect(result["benchmark"] as? String == "group")
+        let groups = try #require(result["groups"] as? [[String: Any]])
+        let group = try #require(groups.first)
+        #expect(group["members"] as? Int == 5)
+        #expect(group["online"] as? Int == 3)
+        #expect(group["offline"] as? Int == 1)
+        for path in ["gateway", "per_member", "fan_out"] {
+            let figures = try #require(group[path] as? [String: Any], "no \(path) in \(output)")
+            let acked = try #require(figures["acked"] as? Int)
+            #expect(acked > 0, "\(path): messages were sent")
+            #expect(figures["sent"] as? Int == acked, "\(path): every message ACKed")
+            #expect(figures["delivered"] as? Int == 3 * acked, "\(path): each online member got each message")
+            #expect(figures["lost"] as? Int == 0)
+            #expect(figures["duplicates"] as? Int == 0)
+            #expect(figures["offline_expected"] as? Int == acked)
+            #expect(figures["offline_received"] as? Int == acked, "\(path): the offline member got its queue once back")
+            #expect(figures["offline_out_of_order"] as? Int == 0)
+            #expect(figures["catch_up_s"] is Double)
+            #expect((figures["broker_cpu_s_per_1000"] as? Double ?? 0) > 0, "\(path): the broker's CPU per 1,000 deliveries")
+        }
+        #expect(group["gateway_over_per_member"] is Double)
+        #expect(output.contains("raw libmosquitto"), "the raw paths say what they run")
+    }
+
+    @Test("imbench group refuses a group without an online member, and --gateway (it needs its own imgw's API)")
+    func groupUsage() async throws {
+        let (status, output) = try await runCapturing(Self.executable, ["group", "--members", "2", "--offline-percent", "60"])
+        #expect(status != 0)
+        #expect(output.contains("no online member"), "\(output)")
+        let (gatewayStatus, gatewayOutput) = try await runCapturing(
+            Self.executable, ["group", "--gateway", "127.0.0.1:1", "--secret", "s", "--broker", "127.0.0.1:1"])
+        #expect(gatewayStatus != 0)
+        #expect(gatewayOutput.contains("drop --gateway"), "\(gatewayOutput)")
+    }
+
     /// The JSON line among imbench's output lines (stderr has the progress).
     static func json(_ output: String) throws -> [String: Any] {
         let line = try #require(output.split(separator: "\n").last { $0.hasPrefix("{\"benchmark\"") }, "no JSON line in: \(output)")

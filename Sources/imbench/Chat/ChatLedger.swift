@@ -113,7 +113,6 @@ final class ChatLedger: Sendable {
     }
 
     /// A message of `pair` left the sender.
-    @inline(__always)
     func sent(pair: Int) {
         state.withLock { $0.pairs[pair].sent += 1 }
     }

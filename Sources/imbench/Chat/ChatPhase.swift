@@ -25,13 +25,25 @@ enum ChatPhase {
         _ name: String, title: String? = nil, settings: ChatSettings, ledger: ChatLedger, watch: [Watched],
         start: @Sendable () async -> Void, stop: @Sendable () async -> Void
     ) async throws -> ChatPhaseResult {
+        try await measure(
+            name, title: title, seconds: settings.seconds, drainSeconds: settings.drainSeconds, ledger: ledger, watch: watch,
+            start: start, stop: stop)
+    }
+
+    /// Runs the measured part of a phase: senders send for `seconds`, then what is in flight
+    /// has up to `drainSeconds` to arrive.
+    /// - Parameter unit: What the progress line counts per second ("received" of the ledger).
+    static func measure(
+        _ name: String, title: String? = nil, seconds: Double, drainSeconds: Double, unit: String = "msg/s",
+        ledger: some PhaseAccounting, watch: [Watched], start: @Sendable () async -> Void, stop: @Sendable () async -> Void
+    ) async throws -> ChatPhaseResult {
         let title = title ?? name
         let systemBefore = SystemSample.take()
         let before = watch.map { ProcessSample.take($0.pid, threads: $0.threads) }
         let startedAt = MonotonicClock.nanoseconds()
         await start()
-        let progress = Task { await printProgress(title, ledger: ledger, startedAt: startedAt, seconds: settings.seconds) }
-        try await Task.sleep(for: .milliseconds(Int(settings.seconds * 1000)))
+        let progress = Task { await printProgress(title, unit: unit, ledger: ledger, startedAt: startedAt, seconds: seconds) }
+        try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
         let atEnd = ledger.totals()
         let elapsed = MonotonicClock.seconds(since: startedAt)
         await stop()
@@ -40,7 +52,7 @@ enum ChatPhase {
         let systemAfter = SystemSample.take()
 
         let drainStart = MonotonicClock.nanoseconds()
-        while !ledger.isDrained() && MonotonicClock.seconds(since: drainStart) < settings.drainSeconds {
+        while !ledger.isDrained() && MonotonicClock.seconds(since: drainStart) < drainSeconds {
             try await Task.sleep(for: .milliseconds(20))
         }
         let drained = ledger.isDrained()
@@ -73,7 +85,7 @@ enum ChatPhase {
     }
 
     /// One line per second: received per second, p99 so far, totals.
-    private static func printProgress(_ name: String, ledger: ChatLedger, startedAt: UInt64, seconds: Double) async {
+    private static func printProgress(_ name: String, unit: String, ledger: some PhaseAccounting, startedAt: UInt64, seconds: Double) async {
         var previous = ledger.totals()
         var tick = 1
         while !Task.isCancelled {
@@ -85,7 +97,7 @@ enum ChatPhase {
             Log.info(
                 name
                     + String(
-                        format: " %3d/%d s  %8d msg/s  p99 %7.3f ms  sent %d acked %d received %d",
+                        format: " %3d/%d s  %8d \(unit)  p99 %7.3f ms  sent %d acked %d received %d",
                         tick, Int(seconds.rounded(.up)), totals.received - previous.received, totals.p99Milliseconds,
                         totals.sent, totals.acked, totals.received))
             previous = totals

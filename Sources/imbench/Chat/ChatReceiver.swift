@@ -1,15 +1,15 @@
 import IMWire
 import NIOCore
 
-/// The receiving device of one gateway pair: records each DELIVERY's latency, sequence
+/// The receiving device of one gateway pair (or one group member): records each DELIVERY's latency, sequence
 /// and duplicates in the ledger (its ACK is sent by ``BenchDeviceHandler``), and frees the
 /// sender's window slot of a message that was ACKed already.
 final class ChatReceiver: DeviceBehaviour {
     private let pair: Int
-    private let ledger: ChatLedger
+    private let ledger: any ChatAccounting
     private let link: PairLink
 
-    init(pair: Int, ledger: ChatLedger, link: PairLink) {
+    init(pair: Int, ledger: any ChatAccounting, link: PairLink) {
         self.pair = pair
         self.ledger = ledger
         self.link = link

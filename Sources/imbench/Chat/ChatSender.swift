@@ -9,7 +9,8 @@ import NIOCore
 final class ChatSender: DeviceBehaviour {
     private let pair: Int
     private let recipient: String
-    private let ledger: ChatLedger
+    private let toGroup: Bool
+    private let ledger: any ChatAccounting
     private let settings: ChatSettings
     private let qos: IMQoS
     private var inflight = 0
@@ -21,9 +22,11 @@ final class ChatSender: DeviceBehaviour {
     private var bound: NIOLoopBound<(ChatSender, ChannelHandlerContext)>?
     private var flushScheduled = false
 
-    init(pair: Int, recipient: String, ledger: ChatLedger, settings: ChatSettings, link: PairLink) {
+    /// - Parameter toGroup: `recipient` is a group (CHAT with GROUP: one copy per member).
+    init(pair: Int, recipient: String, toGroup: Bool = false, ledger: any ChatAccounting, settings: ChatSettings, link: PairLink) {
         self.pair = pair
         self.recipient = recipient
+        self.toGroup = toGroup
         self.ledger = ledger
         self.settings = settings
         self.qos = settings.qos == 2 ? .exactlyOnce : .atLeastOnce
@@ -112,9 +115,10 @@ final class ChatSender: DeviceBehaviour {
         lastSequence += 1
         let sequence = lastSequence
         let payload = BenchPayload.make(sequence: sequence, sentAt: MonotonicClock.nanoseconds(), size: settings.size)
-        let chat = ChatSend(
-            to: recipient, messageID: "\(pair)-\(sequence)", content: IMContent(tag: .text, value: ByteBuffer(bytes: payload)),
-            qos: qos)
+        let content = IMContent(tag: .text, value: ByteBuffer(bytes: payload))
+        let chat = toGroup
+            ? ChatSend(group: recipient, messageID: "\(pair)-\(sequence)", content: content, qos: qos)
+            : ChatSend(to: recipient, messageID: "\(pair)-\(sequence)", content: content, qos: qos)
         let frame = chat.frame(
             sequence: UInt32(truncatingIfNeeded: sequence + 1), timestamp: MonotonicClock.unixSeconds(),
             sessionID: BenchDeviceHandler.sessionID)

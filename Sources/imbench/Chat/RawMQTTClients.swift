@@ -28,7 +28,7 @@ final class RawMQTTClients: @unchecked Sendable {
     // the loop thread once it runs (the callbacks run there too, inside loop_read and
     // loop_write); before it starts, only by `init` and `connect` on the creating task, and
     // the thread is started after they are done. Other threads reach the loop only through
-    // `control` (a Mutex) and `wakeFD` (an eventfd).
+    // `thread` (its shared state is a Mutex, its wake-up an eventfd).
 
     /// One publisher → subscriber pair; confined to the loop thread.
     private final class Pair {
@@ -55,25 +55,20 @@ final class RawMQTTClients: @unchecked Sendable {
         }
     }
 
-    /// What other threads ask of the loop.
+    /// What other threads ask of the loop, and what it reports.
     private struct Control {
         var running = false
         var startedAt: UInt64 = 0
         var stopping = false
         var connected = 0
         var refusal: String?
-        var threadStarted = false
-        var ended = false
-        /// `close()`, waiting for the loop thread to end.
-        var endWaiter: CheckedContinuation<Void, Never>?
     }
 
     private let ledger: ChatLedger
     private let settings: ChatSettings
     private let qos: Int32
     private let pairs: [Pair]
-    private let control = Mutex(Control())
-    private let wakeFD: Int32
+    private let thread = RawLoopThread(Control())
     /// The loop thread's copy of `control.running` and `startedAt`, read once per round.
     private var loopRunning = false
     private var loopStartedAt: UInt64 = 0
@@ -86,7 +81,6 @@ final class RawMQTTClients: @unchecked Sendable {
         self.ledger = ledger
         self.settings = settings
         self.qos = settings.qos == 2 ? 2 : 1
-        wakeFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
         var pairs: [Pair] = []
         for index in 0..<count {
             guard let publisher = mosquitto_new("\(clientPrefix)-pub-\(index)", true, nil) else {
@@ -114,7 +108,6 @@ final class RawMQTTClients: @unchecked Sendable {
             mosquitto_destroy(pair.publisher)
             mosquitto_destroy(pair.subscriber)
         }
-        Glibc.close(wakeFD)
     }
 
     /// Connects every handle (subscribers with `receiveMaximum`, as the gateway's sessions
@@ -133,14 +126,10 @@ final class RawMQTTClients: @unchecked Sendable {
                 }
             }
         }
-        control.withLock { $0.threadStarted = true }
-        Thread.detachNewThread { [self] in
-            cmosq_set_thread_name("imbench-raw")
-            loop()
-        }
+        thread.start(name: "imbench-raw") { [self] in loop() }
         let deadline = MonotonicClock.nanoseconds() + 10_000_000_000
         while MonotonicClock.nanoseconds() < deadline {
-            let (connected, refusal) = control.withLock { ($0.connected, $0.refusal) }
+            let (connected, refusal) = thread.shared.withLock { ($0.connected, $0.refusal) }
             if let refusal { throw BenchError("raw direct path: \(refusal)") }
             if connected == pairs.count { return }
             try await Task.sleep(for: .milliseconds(1))
@@ -150,7 +139,7 @@ final class RawMQTTClients: @unchecked Sendable {
 
     /// Starts publishing: every publisher fills its window (or what the rate allows by now).
     func start() {
-        control.withLock { control in
+        thread.shared.withLock { control in
             control.running = true
             control.startedAt = MonotonicClock.nanoseconds()
         }
@@ -159,37 +148,30 @@ final class RawMQTTClients: @unchecked Sendable {
 
     /// Stops publishing new messages (those in flight complete).
     func stop() {
-        control.withLock { $0.running = false }
+        thread.shared.withLock { $0.running = false }
     }
 
     /// Disconnects every handle and ends the loop thread; returns once it has ended.
     func close() async {
-        await withCheckedContinuation { continuation in
-            let done = control.withLock { control -> Bool in
-                control.running = false
-                control.stopping = true
-                if !control.threadStarted || control.ended { return true }
-                control.endWaiter = continuation
-                return false
-            }
-            if done { continuation.resume() } else { wake() }
+        await thread.close { control in
+            control.running = false
+            control.stopping = true
         }
     }
 
     private func wake() {
-        var one: UInt64 = 1
-        _ = write(wakeFD, &one, 8)
+        thread.wake()
     }
 
     // MARK: The loop thread
 
     private func loop() {
         let handles = pairs.flatMap { [$0.publisher, $0.subscriber] }
-        var fds = [pollfd](repeating: pollfd(), count: handles.count + 1)
+        var fds: [pollfd] = []
         var nextMisc = MonotonicClock.nanoseconds() + 1_000_000_000
         var disconnecting = false
         while true {
-            let (running, startedAt, stopping) = control.withLock { ($0.running, $0.startedAt, $0.stopping) }
+            let (running, startedAt, stopping) = thread.shared.withLock { ($0.running, $0.startedAt, $0.stopping) }
             loopRunning = running && !stopping
             loopStartedAt = startedAt
             if stopping && !disconnecting {
@@ -202,34 +184,13 @@ final class RawMQTTClients: @unchecked Sendable {
             if running && !disconnecting {
                 for pair in pairs { pump(pair, startedAt: startedAt) }
             }
-            for (index, handle) in handles.enumerated() {
-                fds[index] = pollfd(fd: mosquitto_socket(handle), events: Int16(POLLIN) | (mosquitto_want_write(handle) ? Int16(POLLOUT) : 0), revents: 0)
-            }
-            fds[handles.count] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
             // With a rate, wake up every millisecond for what has become due.
-            _ = poll(&fds, nfds_t(fds.count), running && settings.rate != nil ? 1 : 100)
-            if fds[handles.count].revents != 0 {
-                var value: UInt64 = 0
-                _ = read(wakeFD, &value, 8)
-            }
-            for (index, handle) in handles.enumerated() {
-                let events = Int32(fds[index].revents)
-                if events & (Int32(POLLIN) | Int32(POLLHUP) | Int32(POLLERR)) != 0 { mosquitto_loop_read(handle, 1) }
-                if events & Int32(POLLOUT) != 0 { mosquitto_loop_write(handle, 1) }
-            }
-            // Publishes and acknowledgements the callbacks queued leave now.
-            for handle in handles where mosquitto_want_write(handle) { mosquitto_loop_write(handle, 1) }
+            RawLoopRound.run(handles, fds: &fds, wakeFD: thread.wakeFD, timeoutMilliseconds: running && settings.rate != nil ? 1 : 100)
             if MonotonicClock.nanoseconds() >= nextMisc {
                 for handle in handles { mosquitto_loop_misc(handle) }
                 nextMisc = MonotonicClock.nanoseconds() + 1_000_000_000
             }
         }
-        let waiter = control.withLock { control in
-            control.ended = true
-            defer { control.endWaiter = nil }
-            return control.endWaiter
-        }
-        waiter?.resume()
     }
 
     /// Publishes what the window, and the rate if any, allow now (on the loop thread).
@@ -284,7 +245,7 @@ final class RawMQTTClients: @unchecked Sendable {
         handle, userdata, reason, _, _ in
         guard let (clients, pair) = context(userdata) else { return }
         if reason != 0 {
-            clients.control.withLock { $0.refusal = "the broker refused the connection (reason \(reason))" }
+            clients.thread.shared.withLock { $0.refusal = "the broker refused the connection (reason \(reason))" }
             return
         }
         if handle == pair.publisher {
@@ -293,7 +254,7 @@ final class RawMQTTClients: @unchecked Sendable {
             pair.subscriberConnack = reason
             let rc = mosquitto_subscribe_v5(pair.subscriber, nil, pair.topic, clients.qos, 0, nil)
             if rc != MOSQ_ERR_SUCCESS.rawValue {
-                clients.control.withLock { $0.refusal = "subscribe: \(String(cString: mosquitto_strerror(rc)))" }
+                clients.thread.shared.withLock { $0.refusal = "subscribe: \(String(cString: mosquitto_strerror(rc)))" }
             }
         }
         clients.confirmIfReady(pair)
@@ -303,7 +264,7 @@ final class RawMQTTClients: @unchecked Sendable {
         _, userdata, _, count, granted, _ in
         guard let (clients, pair) = context(userdata) else { return }
         if count < 1 || (granted?.pointee ?? 0x80) >= 0x80 {
-            clients.control.withLock { $0.refusal = "the broker refused the subscription to \(pair.topic)" }
+            clients.thread.shared.withLock { $0.refusal = "the broker refused the subscription to \(pair.topic)" }
             return
         }
         pair.subscribed = true
@@ -312,7 +273,7 @@ final class RawMQTTClients: @unchecked Sendable {
 
     private func confirmIfReady(_ pair: Pair) {
         if pair.publisherConnack == 0 && pair.subscriberConnack == 0 && pair.subscribed {
-            control.withLock { $0.connected += 1 }
+            thread.shared.withLock { $0.connected += 1 }
         }
     }
 
