@@ -182,8 +182,7 @@ struct DeviceRequests: Sendable {
                 topic: topic, payload: bytes, qos: .atMostOnce,
                 properties: .gateway(sender: me, expiry: TypingState.lifetime, tag: context.authenticator.tag(topic: topic, payload: bytes)))
         }
-        let deviceSession = self.session
-        try await OutgoingPublish.publishAll(publishes, window: context.configuration.broker.maxInflight) { try await deviceSession.publish($0) }
+        try await session.publishAll(publishes, window: context.configuration.broker.maxInflight)
         sender.reply(Ack(sequence: header.sequence), to: header)
     }
 
@@ -213,8 +212,7 @@ struct DeviceRequests: Sendable {
         let others = members.keys.filter { $0 != me }.sorted()
         var copies = others.map { session.chatPublish(chat, serverTime: serverTime, copy: .member($0)) }
         if carbon { copies.append(session.chatPublish(chat, serverTime: serverTime, copy: .carbon)) }
-        let deviceSession = self.session
-        try await OutgoingPublish.publishAll(copies, window: context.configuration.broker.maxInflight) { try await deviceSession.publish($0) }
+        try await session.publishAll(copies, window: context.configuration.broker.maxInflight)
         context.dedup.record(user: me, id: chat.messageID, fingerprint: fingerprint, serverTime: serverTime)
         sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime), to: header)
         context.push?.chatAccepted(chat, from: me, serverTime: serverTime, recipients: others)

@@ -34,6 +34,9 @@ protocol DeviceSession: AnyObject, Sendable {
     func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger)
     /// Publishes and waits for the broker to take it.
     func publish(_ publish: OutgoingPublish) async throws
+    /// Publishes `publishes` in order, at most `window` waiting for the broker at once;
+    /// returns once the broker has every one, or throws the first failure.
+    func publishAll(_ publishes: [OutgoingPublish], window: Int) async throws
     /// Subscribes; one result per filter.
     func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [MosquittoClient.SubscriptionResult]
     /// Unsubscribes.

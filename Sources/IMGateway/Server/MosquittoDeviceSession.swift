@@ -109,6 +109,10 @@ final class MosquittoDeviceSession: DeviceSession {
             topic: publish.topic, payload: publish.payload, qos: publish.qos, retain: publish.retain, properties: publish.properties)
     }
 
+    func publishAll(_ publishes: [OutgoingPublish], window: Int) async throws {
+        try await WindowedPublish.run(publishes, window: window, on: client)
+    }
+
     func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [MosquittoClient.SubscriptionResult] {
         try await client.subscribe(subscriptions)
     }

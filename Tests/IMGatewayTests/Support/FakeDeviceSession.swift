@@ -59,6 +59,10 @@ final class FakeDeviceSession: DeviceSession {
         record.yield(.publish(publish))
     }
 
+    func publishAll(_ publishes: [OutgoingPublish], window: Int) async throws {
+        for publish in publishes { record.yield(.publish(publish)) }
+    }
+
     func subscribe(_ subscriptions: [MosquittoClient.Subscription]) async throws -> [MosquittoClient.SubscriptionResult] {
         record.yield(.subscribe(subscriptions.map(\.filter)))
         return subscriptions.map { .granted($0.qos) }
