@@ -58,7 +58,12 @@ public actor MosquittoClient {
     public struct ConnectResult: Sendable, Hashable {
         /// The broker resumed a stored session for this client id.
         public var sessionPresent: Bool
-        public init(sessionPresent: Bool) { self.sessionPresent = sessionPresent }
+        /// What the broker announced it can do (its CONNACK properties).
+        public var capabilities: BrokerCapabilities
+        public init(sessionPresent: Bool, capabilities: BrokerCapabilities = BrokerCapabilities()) {
+            self.sessionPresent = sessionPresent
+            self.capabilities = capabilities
+        }
     }
 
     /// Where the client stands.
@@ -796,13 +801,13 @@ public actor MosquittoClient {
         report(.disconnected(reason))
     }
 
-    fileprivate func handleConnack(_ rc: Int32, flags: Int32) {
+    fileprivate func handleConnack(_ rc: Int32, flags: Int32, capabilities: BrokerCapabilities) {
         io?.connectDeadline = nil
         io?.tlsHandshaking = false
         guard state == .connecting else { return }
         if rc == 0 {
             state = .connected
-            let result = ConnectResult(sessionPresent: flags & 1 != 0)
+            let result = ConnectResult(sessionPresent: flags & 1 != 0, capabilities: capabilities)
             settleConnect(.success(result))
             report(.connected(result))
         } else {
@@ -947,8 +952,10 @@ private func client(_ userdata: UnsafeMutableRawPointer?) -> MosquittoClient {
 }
 
 private let onConnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, OpaquePointer?) -> Void = {
-    _, userdata, rc, flags, _ in
-    client(userdata).assumeIsolated { $0.handleConnack(rc, flags: flags) }
+    _, userdata, rc, flags, properties in
+    // Read here: the list lives only during the callback.
+    let capabilities = BrokerCapabilities(connackProperties: properties)
+    client(userdata).assumeIsolated { $0.handleConnack(rc, flags: flags, capabilities: capabilities) }
 }
 
 private let onDisconnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, OpaquePointer?) -> Void = {

@@ -20,6 +20,11 @@ public struct ReasonCode: RawRepresentable, Hashable, Sendable, CustomStringConv
     public static let serverShuttingDown = ReasonCode(0x8B)
     public static let keepAliveTimeout = ReasonCode(0x8D)
     public static let sessionTakenOver = ReasonCode(0x8E)
+    public static let topicFilterInvalid = ReasonCode(0x8F)
+    public static let quotaExceeded = ReasonCode(0x97)
+    public static let sharedSubscriptionsNotSupported = ReasonCode(0x9E)
+    public static let subscriptionIdentifiersNotSupported = ReasonCode(0xA1)
+    public static let wildcardSubscriptionsNotSupported = ReasonCode(0xA2)
 
     public var description: String {
         let text = mosquitto_reason_string(Int32(rawValue)).map { String(cString: $0) } ?? "unknown"

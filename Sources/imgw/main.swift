@@ -101,7 +101,7 @@ struct CheckConfig: AsyncParsableCommand {
         var failed = false
         if let broker = try BrokerEndpoint(settings: configuration.broker) {
             if !offline {
-                for finding in await BrokerCheck.run(broker, prefix: configuration.topicPrefix) {
+                for finding in await BrokerCheck.run(broker, prefix: configuration.topicPrefix, settings: configuration.broker) {
                     print("broker: \(finding)")
                     failed = failed || finding.level == .error
                 }

@@ -48,7 +48,7 @@ struct DescriptorHygieneTests {
         let first = makeClient(broker, id: id, loop: loop)
         let events = Collector(first.events)
         try await first.connect()
-        #expect(try await events.next(within: 10, "connected") == .connected(.init(sessionPresent: false)))
+        #expect(try await events.next(within: 10, "connected").isConnected(sessionPresent: false))
         let socket = try #require(ProcessDescriptors.ownSocket(connectedTo: broker.port), "the client's socket")
         let holder = try DescriptorHolder(holding: socket)
 

@@ -194,7 +194,7 @@ struct MosquittoClientTests {
         }
         let events = Collector(device.events)
         try await device.connect()
-        #expect(try await events.next() == .connected(.init(sessionPresent: false)))
+        #expect(try await events.next().isConnected(sessionPresent: false))
         switch ending {
         case .abruptDrop:
             await device.abort()

@@ -2,8 +2,8 @@ import Mosquitto
 
 /// What `imgw check-config` can tell about a broker from outside: whether it lets anonymous
 /// clients in (then anyone who reaches it can read and forge everything under the prefix and
-/// take over device sessions), whether it takes the gateway's credentials, and whether the
-/// gateway may subscribe to its topics.
+/// take over device sessions), whether it takes the gateway's credentials, what its CONNACK
+/// offers (``BrokerFit``), and whether the gateway may subscribe to its topics.
 public enum BrokerCheck {
     /// One thing found, for the operator.
     public struct Finding: Sendable, Hashable, CustomStringConvertible {
@@ -18,8 +18,11 @@ public enum BrokerCheck {
     }
 
     /// Connects to `broker` anonymously, then with its credentials, and subscribes to
-    /// `{prefix}/#` as the gateway would; each step at most `timeout` seconds.
-    public static func run(_ broker: BrokerEndpoint, prefix: String, timeout: Double = 5) async -> [Finding] {
+    /// `{prefix}/#` as the gateway would; each step at most `timeout` seconds. `settings`:
+    /// what the gateway asks of the broker (its CONNACK is held against them).
+    public static func run(
+        _ broker: BrokerEndpoint, prefix: String, settings: GatewayConfiguration.BrokerSettings = .init(), timeout: Double = 5
+    ) async -> [Finding] {
         var findings: [Finding] = []
         let loop = MosquittoEventLoop.shared
 
@@ -46,7 +49,9 @@ public enum BrokerCheck {
         gatewayConfiguration.connectTimeout = timeout
         let gateway = MosquittoClient(configuration: gatewayConfiguration, loop: loop)
         do {
-            try await gateway.connect()
+            let fit = BrokerFit(try await gateway.connect().capabilities, broker: settings)
+            for problem in fit.problems { findings.append(Finding(level: .error, text: "imgw cannot work with \(broker): \(problem)")) }
+            for note in fit.notes { findings.append(Finding(level: .warning, text: note)) }
         } catch {
             findings.append(Finding(level: .error, text: "\(broker) refuses the gateway's credentials (broker.username, broker.password): \(error)"))
             await gateway.close()

@@ -9,7 +9,7 @@ extension DeviceConnection {
     enum LoginOutcome: Sendable {
         /// The token holds until `expiresAt` and the MQTT session is open (`resumed`: the
         /// broker kept it).
-        case opened(any DeviceSession, registration: UInt64, resumed: Bool, expiresAt: Date)
+        case opened(any DeviceSession, registration: UInt64, resumed: Bool, expiresAt: Date, brokerFit: BrokerFit)
         /// Refused: ERROR with this code, then close.
         case refused(IMErrorCode, String)
         /// The MQTT session could not be opened (the session was ended again).
@@ -61,21 +61,39 @@ extension DeviceConnection {
         let issuedAt = token.issuedAt.map { Int64($0.timeIntervalSince1970.rounded(.down)) }
         let registration = await gateway.registry.register(user: user, device: device, issuedAt: issuedAt, end: end)
         do {
-            let resumed = try await session.connect()
+            let connected = try await session.connect()
+            let fit = gateway.brokerAnnounced(connected.capabilities)
+            guard fit.isUsable else { throw LoginFailure.brokerUnfit(fit.refusal) }
+            let resumed = connected.sessionPresent
             if !resumed {
                 // A new session has nothing queued: subscribe before LOGIN_OK, so nothing
                 // sent to the device after its login can miss it.
                 try await session.subscribeAndAnnounce()
             }
-            return .opened(session, registration: registration, resumed: resumed, expiresAt: expiresAt)
+            return .opened(session, registration: registration, resumed: resumed, expiresAt: expiresAt, brokerFit: fit)
         } catch {
             var logger = logger
             logger[metadataKey: "user"] = "\(user)"
             logger[metadataKey: "device"] = "\(device)"
+            // A broker that cannot carry imgw may refuse the session's CONNECT itself (its will
+            // is retained): the reason found in a CONNACK that got through says more.
+            let unfit = gateway.brokerFit.flatMap { $0.isUsable ? nil : $0.refusal }
             logger.error("cannot open the MQTT session", metadata: ["error": "\(error)", "broker": "\(gateway.broker)"])
             await session.end(.takenOver)
             await gateway.registry.unregister(user: user, device: device, id: registration)
-            return .brokerFailed("\(error)")
+            return .brokerFailed(unfit ?? "\(error)")
+        }
+    }
+
+    /// Why an MQTT session that opened is not used.
+    enum LoginFailure: Error, CustomStringConvertible {
+        /// The broker's CONNACK says imgw cannot work there (``BrokerFit``).
+        case brokerUnfit(String)
+
+        var description: String {
+            switch self {
+            case .brokerUnfit(let reason): reason
+            }
         }
     }
 
@@ -126,12 +144,13 @@ extension DeviceConnection {
     /// The login task's outcome, back on the event loop.
     func loginFinished(_ outcome: LoginOutcome) {
         switch outcome {
-        case .opened(let session, let registration, let resumed, let expiresAt):
+        case .opened(let session, let registration, let resumed, let expiresAt, let brokerFit):
             self.session = session
             self.registration = registration
+            self.brokerFit = brokerFit
             let event = ConnectionStateMachine.Event.loginSucceeded(tokenDeadline: tokenDeadline(expiresAt))
             switch machine.handle(event) {
-            case .completeLogin: completeLogin(session, resumed: resumed, expiresAt: expiresAt)
+            case .completeLogin: completeLogin(session, resumed: resumed, expiresAt: expiresAt, brokerFit: brokerFit)
             case let action: perform(action)
             }
         case .refused(let code, let message):
@@ -153,13 +172,13 @@ extension DeviceConnection {
     }
 
     /// LOGIN_OK, then deliveries flow.
-    func completeLogin(_ session: any DeviceSession, resumed: Bool, expiresAt: Date) {
+    func completeLogin(_ session: any DeviceSession, resumed: Bool, expiresAt: Date, brokerFit: BrokerFit) {
         guard let context = channelContext, let loginHeader = machine.loginHeader else { return }
         let sessionID = machine.sessionID
         logger[metadataKey: "user"] = "\(session.user)"
         logger[metadataKey: "device"] = "\(session.device)"
         let sender = FrameSender(channel: context.channel, sequence: sequence, sessionID: sessionID)
-        let requests = DeviceRequests(session: session, context: gateway, sender: sender, logger: logger)
+        let requests = DeviceRequests(session: session, context: gateway, brokerFit: brokerFit, sender: sender, logger: logger)
         self.requests = requests
         admission?.loggedIn()
         send(.loginOK(LoginOK(

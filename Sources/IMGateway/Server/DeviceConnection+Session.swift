@@ -146,6 +146,12 @@ extension DeviceConnection {
 
     /// The chat rate limit (PROTOCOL.md 6.3): false, with the negative ACK sent, past it.
     private func admitChat(_ chat: ChatSend, _ header: IMFrameHeader) -> Bool {
+        if chat.qos == .exactlyOnce, let brokerFit, brokerFit.maximumQoS < .exactlyOnce {
+            // A PUBLISH above the broker's Maximum QoS would end the session.
+            reply(Ack.refusing(sequence: header.sequence, code: .qosNotSupported,
+                message: "the broker takes at most QoS \(brokerFit.maximumQoS.rawValue): send with QoS 1 (HELLO_OK offers no QOS2_CHAT)"), to: header)
+            return false
+        }
         let loop = channelContext?.eventLoop
         guard case .refuse(let retryAfter) = chatLimit.admit(messageID: chat.messageID, now: loop.map { Double($0.now.uptimeNanoseconds) / 1e9 } ?? 0) else {
             return true

@@ -46,6 +46,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     var mailbox: ConnectionMailbox?
     /// Set at LOGIN_OK.
     var requests: DeviceRequests?
+    /// What the session's CONNACK made of the broker (set with `session`).
+    var brokerFit: BrokerFit?
     let lane = RequestLane()
     /// Mail that arrived before LOGIN_OK was written.
     var early: [ConnectionMailbox.Mail] = []
@@ -229,6 +231,14 @@ final class DeviceConnection: ChannelDuplexHandler {
         }
     }
 
+    /// What HELLO_OK offers: everything, except QoS 2 chat on a broker that takes at most
+    /// QoS 1 (as its last CONNACK said).
+    static func features(broker: BrokerFit?) -> IMFeatures {
+        var features: IMFeatures = [.zlib, .qos2Chat, .receipts, .presence, .location, .pubSub, .groups, .carbons, .typing]
+        if let broker, broker.maximumQoS < .exactlyOnce { features.remove(.qos2Chat) }
+        return features
+    }
+
     /// Does what the state machine said; `frame` and `message` are the frame that caused it.
     func perform(_ action: ConnectionAction, frame: IMFrame? = nil, message: IMMessage? = nil) {
         switch action {
@@ -239,7 +249,7 @@ final class DeviceConnection: ChannelDuplexHandler {
         case .answerHello:
             guard let frame else { return }
             send(.helloOK(HelloOK(
-                version: .current, features: [.zlib, .qos2Chat, .receipts, .presence, .location, .pubSub, .groups, .carbons, .typing],
+                version: .current, features: Self.features(broker: gateway.brokerFit),
                 maxBodyLength: UInt32(gateway.configuration.limits.maxBodyLength), refSequence: frame.header.sequence)),
                 sessionID: frame.header.sessionID)
         case .startLogin:

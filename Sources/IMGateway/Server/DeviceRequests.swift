@@ -37,6 +37,8 @@ struct DeviceRequests: Sendable {
     let logger: Logger
     /// What the device holds of `limits.max_subscriptions` and `max_watches`.
     let quota: Quota
+    /// What the session's CONNACK made of the broker.
+    let brokerFit: BrokerFit
 
     /// The device's ``SubscriptionQuota``, shared by its jobs.
     final class Quota: Sendable {
@@ -50,9 +52,10 @@ struct DeviceRequests: Sendable {
         }
     }
 
-    init(session: any DeviceSession, context: GatewayContext, sender: FrameSender, logger: Logger) {
+    init(session: any DeviceSession, context: GatewayContext, brokerFit: BrokerFit, sender: FrameSender, logger: Logger) {
         self.session = session
         self.context = context
+        self.brokerFit = brokerFit
         self.sender = sender
         self.logger = logger
         self.quota = Quota(context.configuration.limits)
@@ -182,7 +185,7 @@ struct DeviceRequests: Sendable {
                 topic: topic, payload: bytes, qos: .atMostOnce,
                 properties: .gateway(sender: me, expiry: TypingState.lifetime, tag: context.authenticator.tag(topic: topic, payload: bytes)))
         }
-        try await session.publishAll(publishes, window: context.configuration.broker.maxInflight)
+        try await session.publishAll(publishes, window: brokerFit.publishWindow)
         sender.reply(Ack(sequence: header.sequence), to: header)
     }
 
@@ -212,7 +215,7 @@ struct DeviceRequests: Sendable {
         let others = members.keys.filter { $0 != me }.sorted()
         var copies = others.map { session.chatPublish(chat, serverTime: serverTime, copy: .member($0)) }
         if carbon { copies.append(session.chatPublish(chat, serverTime: serverTime, copy: .carbon)) }
-        try await session.publishAll(copies, window: context.configuration.broker.maxInflight)
+        try await session.publishAll(copies, window: brokerFit.publishWindow)
         context.dedup.record(user: me, id: chat.messageID, fingerprint: fingerprint, serverTime: serverTime)
         sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime), to: header)
         context.push?.chatAccepted(chat, from: me, serverTime: serverTime, recipients: others)
@@ -223,6 +226,7 @@ struct DeviceRequests: Sendable {
         let maxQoS = policy.maxIMQoS
         var results = [SubscriptionResult?](repeating: nil, count: subscribe.subscriptions.count)
         var wanted: [(index: Int, subscription: MosquittoClient.Subscription)] = []
+        var brokerRefusals: [String] = []
         for (index, request) in subscribe.subscriptions.enumerated() {
             guard policy.allowSubscribe else {
                 results[index] = SubscriptionResult(filter: request.filter, outcome: .refused(.forbidden))
@@ -259,19 +263,36 @@ struct DeviceRequests: Sendable {
                 switch granted[position] {
                 case .granted(let qos):
                     results[entry.index] = SubscriptionResult(filter: filter, outcome: .granted(IMQoS(qos)))
-                case .rejected:
+                case .rejected(let reason):
                     quota.state.withLock { $0.release(filters: [entry.subscription.filter]) }
-                    results[entry.index] = SubscriptionResult(filter: filter, outcome: .refused(.forbidden))
+                    results[entry.index] = SubscriptionResult(filter: filter, outcome: .refused(Self.code(refusal: reason)))
+                    brokerRefusals.append("\(filter): \(reason)")
                 }
             }
         }
-        sender.reply(Ack(sequence: header.sequence, subscriptions: results.compactMap { $0 }), to: header)
+        // What the broker refused, in its words (the codes say only which kind).
+        let message = brokerRefusals.isEmpty ? nil : "the broker refused " + brokerRefusals.joined(separator: "; ")
+        sender.reply(Ack(sequence: header.sequence, errorMessage: message, subscriptions: results.compactMap { $0 }), to: header)
+    }
+
+    /// The device's code for a filter the broker refused (SUBACK reason): FORBIDDEN when it is
+    /// not authorised, INVALID_TOPIC when it cannot take such a filter (too deep, a wildcard
+    /// or shared subscription it does not support), LIMIT_REACHED for its quota,
+    /// BROKER_UNAVAILABLE otherwise.
+    static func code(refusal reason: ReasonCode) -> IMErrorCode {
+        switch reason {
+        case .notAuthorized: .forbidden
+        case .topicFilterInvalid, .sharedSubscriptionsNotSupported, .subscriptionIdentifiersNotSupported,
+             .wildcardSubscriptionsNotSupported: .invalidTopic
+        case .quotaExceeded: .limitReached
+        default: .brokerUnavailable
+        }
     }
 
     /// Generic publish inside the configured topic space (PROTOCOL.md 6.8).
     private func publish(_ publish: Publish, header: IMFrameHeader) async throws {
         let policy = context.configuration.pubsub
-        let maxQoS = policy.maxIMQoS
+        let maxQoS = min(policy.maxIMQoS, IMQoS(brokerFit.maximumQoS))
         guard policy.allowPublish else {
             sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "publishing is not allowed"), to: header)
             return
@@ -282,7 +303,8 @@ struct DeviceRequests: Sendable {
             return
         }
         guard publish.qos <= maxQoS else {
-            sender.reply(Ack.refusing(sequence: header.sequence, code: .qosNotSupported, message: "at most QoS \(maxQoS.rawValue)"), to: header)
+            let whose = maxQoS < policy.maxIMQoS ? "the broker takes" : "pubsub.max_qos allows"
+            sender.reply(Ack.refusing(sequence: header.sequence, code: .qosNotSupported, message: "\(whose) at most QoS \(maxQoS.rawValue)"), to: header)
             return
         }
         try await session.publish(OutgoingPublish(

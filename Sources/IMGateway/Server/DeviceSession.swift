@@ -26,9 +26,9 @@ protocol DeviceSession: AnyObject, Sendable {
     /// (their acknowledgement is an ``UplinkBatch``'s); everything else is acknowledged at
     /// once.
     func attach(to mailbox: ConnectionMailbox) async
-    /// Connects, resuming the device's session if the broker kept it; returns whether it
-    /// did.
-    func connect() async throws -> Bool
+    /// Connects, resuming the device's session if the broker kept it; returns what CONNACK
+    /// said (whether it did, what the broker offers).
+    func connect() async throws -> MosquittoClient.ConnectResult
     /// Starts what `batch` holds in one visit to the MQTT side, in its order; the outcome of
     /// each chat publish is posted to `mailbox`, a receipt that fails is logged to `logger`.
     func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger)

@@ -33,6 +33,8 @@ final class GatewayContext: Sendable {
     let logger: Logger
     /// Makes a device's MQTT session; `nil`: a ``MosquittoDeviceSession`` on the broker.
     private let sessionFactory: SessionFactory?
+    /// The broker's last CONNACK to any client of this gateway, and what the gateway made of it.
+    private let brokerState = Mutex<(capabilities: BrokerCapabilities, fit: BrokerFit)?>(nil)
 
     /// Makes the MQTT session of a device that logs in.
     typealias SessionFactory = @Sendable (_ user: String, _ device: String, _ receiptNotices: Bool) -> any DeviceSession
@@ -62,6 +64,28 @@ final class GatewayContext: Sendable {
             ? PushNotifier(configuration: configuration, broker: broker, loop: mqttLoop, statistics: statistics.push, logger: logger)
             : nil
     }
+
+    /// A CONNACK of one of this gateway's clients: what the gateway makes of the broker. Logged
+    /// when it differs from the last one (the first, and after a broker's reconfiguration):
+    /// an error when imgw cannot work there, a notice per adaptation.
+    @discardableResult
+    func brokerAnnounced(_ capabilities: BrokerCapabilities) -> BrokerFit {
+        // Every login's CONNACK comes here: the same announcement costs a comparison.
+        if let known = brokerState.withLock({ $0 }), known.capabilities == capabilities { return known.fit }
+        let fit = BrokerFit(capabilities, broker: configuration.broker)
+        let changed = brokerState.withLock { state in
+            defer { state = (capabilities, fit) }
+            return state?.fit != fit
+        }
+        if changed {
+            if !fit.isUsable { logger.error("\(fit.refusal); logins are refused", metadata: ["broker": "\(broker)"]) }
+            for note in fit.notes { logger.notice("\(note)", metadata: ["broker": "\(broker)"]) }
+        }
+        return fit
+    }
+
+    /// What the broker's last CONNACK made of it; nil before the first.
+    var brokerFit: BrokerFit? { brokerState.withLock { $0?.fit } }
 
     /// Whether `message`, on a topic only gateways write (a chat, receipt, share or position),
     /// was written by one (``MessageAuthenticator``). One that was not is counted and logged

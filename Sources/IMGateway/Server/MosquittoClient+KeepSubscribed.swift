@@ -9,13 +9,14 @@ extension MosquittoClient {
     /// subscription with its results, one per filter.
     func keepSubscribed(
         _ subscriptions: [Subscription], checkingEvery interval: Duration, logger: Logger, problem: String,
+        connected: @Sendable (ConnectResult) async -> Void = { _ in },
         subscribed: @Sendable ([SubscriptionResult]) async -> Void = { _ in }
     ) async {
         var backoff = 1.0
         while !Task.isCancelled {
             do {
                 if state != .connected {
-                    try await connect()
+                    await connected(try await connect())
                     let results = try await subscribe(subscriptions)
                     for (subscription, result) in zip(subscriptions, results) {
                         guard case .rejected(let reason) = result else { continue }

@@ -53,8 +53,8 @@ final class MosquittoDeviceSession: DeviceSession {
     /// ack-through, hold everything this client queues until the device ACKs them: so
     /// deliveries must already flow to the device before `subscribeAndAnnounce()` is
     /// awaited.
-    func connect() async throws -> Bool {
-        try await context.connectGate.run { try await client.connect().sessionPresent }
+    func connect() async throws -> MosquittoClient.ConnectResult {
+        try await context.connectGate.run { try await client.connect() }
     }
 
     /// Hands received messages and the loss of the connection to `mailbox` (on the MQTT

@@ -30,7 +30,11 @@ final class FakeDeviceSession: DeviceSession {
     /// Chat publishes fail with this, when set.
     let chatFailure = Mutex<MosquittoError?>(nil)
 
-    init(user: String, device: String, receiptNotices: Bool, topics: GatewayTopics) {
+    /// What the fake broker's CONNACK announces.
+    let capabilities: BrokerCapabilities
+
+    init(user: String, device: String, receiptNotices: Bool, topics: GatewayTopics, capabilities: BrokerCapabilities = BrokerCapabilities()) {
+        self.capabilities = capabilities
         self.user = user
         self.device = device
         self.receiptNotices = receiptNotices
@@ -42,9 +46,9 @@ final class FakeDeviceSession: DeviceSession {
         self.mailbox.withLock { $0 = mailbox }
     }
 
-    func connect() async throws -> Bool {
+    func connect() async throws -> MosquittoClient.ConnectResult {
         record.yield(.connect)
-        return false
+        return MosquittoClient.ConnectResult(sessionPresent: false, capabilities: capabilities)
     }
 
     func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger) {

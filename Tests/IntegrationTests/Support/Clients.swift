@@ -42,3 +42,11 @@ func publishMarker(_ broker: TestBroker, topic: String) async throws {
     try await client.publish(topic: topic, string: "end", qos: .atLeastOnce)
     await client.close()
 }
+
+extension MosquittoClient.Event {
+    /// Whether this is `.connected` with `sessionPresent`, whatever else the broker announced.
+    func isConnected(sessionPresent: Bool) -> Bool {
+        if case .connected(let result) = self { return result.sessionPresent == sessionPresent }
+        return false
+    }
+}
