@@ -42,7 +42,8 @@ struct Output: Sendable {
             if json { line([("type", "subscribed"), ("filter", .string(result.filter)), ("qos", .number(UInt64(qos.rawValue)))]) }
             status("subscribed to \(result.filter) (QoS \(qos.rawValue))")
         case .refused(let code):
-            refused(("filter", result.filter), code, nil, hint: Self.topicHint(code, root: root, filter: true))
+            // The gateway's reason (the broker's words) says more than the hint.
+            refused(("filter", result.filter), code, result.reason, hint: result.reason == nil ? Self.topicHint(code, root: root, filter: true) : nil)
         }
     }
 

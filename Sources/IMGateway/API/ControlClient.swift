@@ -90,7 +90,7 @@ final class ControlClient: Sendable {
                 .init(context.topics.revokedFilter, qos: .atMostOnce),
             ],
             checkingEvery: .seconds(1), logger: logger, problem: "the gateway's control client is not connected",
-            connected: { [context] in context.brokerAnnounced($0.capabilities) },
+            connected: { [context] in context.brokerAnnounced($0.capabilities, persistent: false) },
             subscribed: { [context] _ in
                 // A new connection follows no group: the directory starts again.
                 context.groups.reset()

@@ -45,8 +45,11 @@ public enum BrokerCheck {
         }
         await anonymous.close()
 
+        // Asks for the session expiry a device session asks for (a broker tells its own only
+        // when it is smaller); the session is ended below.
         var gatewayConfiguration = broker.clientConfiguration(clientID: "imgw-check-\(UInt32.random(in: 0...UInt32.max))")
         gatewayConfiguration.connectTimeout = timeout
+        gatewayConfiguration.sessionExpiryInterval = UInt32(clamping: settings.sessionExpiry)
         let gateway = MosquittoClient(configuration: gatewayConfiguration, loop: loop)
         do {
             let fit = BrokerFit(try await gateway.connect().capabilities, broker: settings)
@@ -64,6 +67,18 @@ public enum BrokerCheck {
             findings.append(Finding(level: .error, text: "the gateway's account may not subscribe to \(prefix)/#: \(error)"))
         }
         await gateway.close()
+        await endSession(of: gatewayConfiguration)
         return findings
+    }
+
+    /// Ends the session the check left on the broker: the same client id again, clean, with
+    /// no session expiry.
+    private static func endSession(of configuration: MosquittoClient.Configuration) async {
+        var clean = configuration
+        clean.cleanStart = true
+        clean.sessionExpiryInterval = 0
+        let client = MosquittoClient(configuration: clean, loop: .shared)
+        if (try? await client.connect()) != nil { try? await client.disconnect() }
+        await client.close()
     }
 }

@@ -62,7 +62,7 @@ extension DeviceConnection {
         let registration = await gateway.registry.register(user: user, device: device, issuedAt: issuedAt, end: end)
         do {
             let connected = try await session.connect()
-            let fit = gateway.brokerAnnounced(connected.capabilities)
+            let fit = gateway.brokerAnnounced(connected.capabilities, persistent: true)
             guard fit.isUsable else { throw LoginFailure.brokerUnfit(fit.refusal) }
             let resumed = connected.sessionPresent
             if !resumed {

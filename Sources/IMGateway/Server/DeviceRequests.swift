@@ -226,7 +226,6 @@ struct DeviceRequests: Sendable {
         let maxQoS = policy.maxIMQoS
         var results = [SubscriptionResult?](repeating: nil, count: subscribe.subscriptions.count)
         var wanted: [(index: Int, subscription: MosquittoClient.Subscription)] = []
-        var brokerRefusals: [String] = []
         for (index, request) in subscribe.subscriptions.enumerated() {
             guard policy.allowSubscribe else {
                 results[index] = SubscriptionResult(filter: request.filter, outcome: .refused(.forbidden))
@@ -265,14 +264,13 @@ struct DeviceRequests: Sendable {
                     results[entry.index] = SubscriptionResult(filter: filter, outcome: .granted(IMQoS(qos)))
                 case .rejected(let reason):
                     quota.state.withLock { $0.release(filters: [entry.subscription.filter]) }
-                    results[entry.index] = SubscriptionResult(filter: filter, outcome: .refused(Self.code(refusal: reason)))
-                    brokerRefusals.append("\(filter): \(reason)")
+                    // The broker's words: the code says only which kind.
+                    results[entry.index] = SubscriptionResult(
+                        filter: filter, outcome: .refused(Self.code(refusal: reason)), reason: "the broker refused it: \(reason)")
                 }
             }
         }
-        // What the broker refused, in its words (the codes say only which kind).
-        let message = brokerRefusals.isEmpty ? nil : "the broker refused " + brokerRefusals.joined(separator: "; ")
-        sender.reply(Ack(sequence: header.sequence, errorMessage: message, subscriptions: results.compactMap { $0 }), to: header)
+        sender.reply(Ack(sequence: header.sequence, subscriptions: results.compactMap { $0 }), to: header)
     }
 
     /// The device's code for a filter the broker refused (SUBACK reason): FORBIDDEN when it is

@@ -67,11 +67,17 @@ final class GatewayContext: Sendable {
 
     /// A CONNACK of one of this gateway's clients: what the gateway makes of the broker. Logged
     /// when it differs from the last one (the first, and after a broker's reconfiguration):
-    /// an error when imgw cannot work there, a notice per adaptation.
+    /// an error when imgw cannot work there, a notice per adaptation. `persistent`: the client
+    /// asked for `broker.session_expiry` (a device session); a broker answers with its own
+    /// session expiry only when it is smaller than the one asked, so a clean client's CONNACK
+    /// says nothing about it and the last device session's value stands.
     @discardableResult
-    func brokerAnnounced(_ capabilities: BrokerCapabilities) -> BrokerFit {
+    func brokerAnnounced(_ capabilities: BrokerCapabilities, persistent: Bool) -> BrokerFit {
+        let known = brokerState.withLock { $0 }
+        var capabilities = capabilities
+        if !persistent { capabilities.sessionExpiryInterval = known?.capabilities.sessionExpiryInterval }
         // Every login's CONNACK comes here: the same announcement costs a comparison.
-        if let known = brokerState.withLock({ $0 }), known.capabilities == capabilities { return known.fit }
+        if let known, known.capabilities == capabilities { return known.fit }
         let fit = BrokerFit(capabilities, broker: configuration.broker)
         let changed = brokerState.withLock { state in
             defer { state = (capabilities, fit) }

@@ -1,5 +1,6 @@
 /// The result for one filter of a SUBSCRIBE, carried in its ACK as a record
-/// `CONTAINER{TOPIC, QOS}` (granted) or `CONTAINER{TOPIC, ERROR_CODE}` (refused).
+/// `CONTAINER{TOPIC, QOS}` (granted) or `CONTAINER{TOPIC, ERROR_CODE, ERROR_MESSAGE?}`
+/// (refused, with the broker's reason when the broker refused it).
 public struct SubscriptionResult: Hashable, Sendable {
     /// The outcome for one filter.
     public enum Outcome: Hashable, Sendable {
@@ -13,17 +14,21 @@ public struct SubscriptionResult: Hashable, Sendable {
     public var filter: String
     /// Granted or refused.
     public var outcome: Outcome
+    /// Why it was refused, in words (e.g. the broker's reason), if the gateway said.
+    public var reason: String?
 
     /// Creates a result.
-    public init(filter: String, outcome: Outcome) {
+    public init(filter: String, outcome: Outcome, reason: String? = nil) {
         self.filter = filter
         self.outcome = outcome
+        self.reason = reason
     }
 
     init(fields: TLVFields) throws(IMWireError) {
         self.filter = try fields.string(.topic, length: IMWire.topicLength)
         if let code = try fields.optionalInteger(.errorCode, as: UInt16.self) {
             self.outcome = .refused(IMErrorCode(code))
+            self.reason = try fields.optionalString(.errorMessage)
         } else {
             self.outcome = .granted(try fields.required(.qos).qos())
         }
@@ -34,7 +39,9 @@ public struct SubscriptionResult: Hashable, Sendable {
             record.write(.topic, string: self.filter)
             switch self.outcome {
             case .granted(let qos): record.write(.qos, integer: qos.rawValue)
-            case .refused(let code): record.write(.errorCode, integer: code.rawValue)
+            case .refused(let code):
+                record.write(.errorCode, integer: code.rawValue)
+                if let reason = self.reason { record.write(.errorMessage, string: reason) }
             }
         }
     }
