@@ -40,7 +40,8 @@ deps:
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-## The tests also need python3 (the test watchdog): Debian's, if there is none on PATH; and
+## The tests also need python3 (the test watchdog): Debian's, if there is none on PATH;
+## ejabberd (the second broker: the tests run their own nodes as the test's user); and
 ## schemathesis (the server API's conformance run, APIConformanceTests) from PyPI, in a
 ## virtual environment of its own under .build.
 SCHEMATHESIS_VERSION := 4.32.5
@@ -50,6 +51,12 @@ test-deps: deps
 	  echo "installing: python3 python3-venv"; \
 	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends python3 python3-venv; \
+	}
+	@dpkg-query -W -f='$${Status}' ejabberd 2>/dev/null | grep -q "install ok installed" || { \
+	  echo "installing: ejabberd (the second MQTT broker of the integration tests, which start their own nodes; the system service is left stopped)"; \
+	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  $$sudo apt-get update -qq && $$sudo env RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ejabberd; \
+	  $$sudo systemctl disable --now ejabberd >/dev/null 2>&1 || true; \
 	}
 	@$(SCHEMATHESIS_VENV)/bin/st --version 2>/dev/null | grep -q '$(SCHEMATHESIS_VERSION)' || { \
 	  echo "installing: schemathesis $(SCHEMATHESIS_VERSION) (pip, in $(SCHEMATHESIS_VENV))"; \

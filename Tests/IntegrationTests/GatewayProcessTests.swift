@@ -217,7 +217,7 @@ final class IMGWProcess: Sendable {
     static let apiKey = "api-test-key-0123456789abcdef0123456789"
 
     static func start(
-        broker: TestBroker, port: Int? = nil, keepalive: Int = 30, brokerLines: [String] = [], api: Bool = false,
+        broker: some BrokerUnderTest, port: Int? = nil, keepalive: Int = 30, brokerLines: [String] = [], api: Bool = false,
         push: String? = nil, until marker: String = "listening"
     ) async throws -> IMGWProcess {
         // Returns once imgw listens and has printed `marker`.
@@ -230,7 +230,7 @@ final class IMGWProcess: Sendable {
               jwt_secret: \(secret)
             broker:
               keepalive: \(keepalive)
-            \(brokerLines.map { "  " + $0 }.joined(separator: "\n"))
+            \((broker.gatewayLines + brokerLines).map { "  " + $0 }.joined(separator: "\n"))
             metrics:
               port: \(metricsPort)
             api:

@@ -272,7 +272,7 @@ enum VectorCatalog {
                   sequence: 0),
             entry("subscribe-ack-broker-refused", "Pub/sub", "ACK of a SUBSCRIBE the broker refused", g2c,
                   "A filter deeper than the broker takes: INVALID_TOPIC (303) with the broker's reason as ERROR_MESSAGE in the record.",
-                  .ack(Ack(sequence: 16, subscriptions: [.init(filter: "im/t/a/b/c/d/e/f", outcome: .refused(.invalidTopic),
+                  .ack(Ack(sequence: 16, subscriptions: [.init(filter: "im/t/a/b/c/d/e/f/g", outcome: .refused(.invalidTopic),
                                                                reason: "the broker refused it: Topic Filter invalid (0x8F)")])),
                   sequence: 0),
             entry("publish", "Pub/sub", "PUBLISH to a room", c2g, "DATA with OP PUBLISH, TOPIC, QOS 1 and a JSON PAYLOAD.",

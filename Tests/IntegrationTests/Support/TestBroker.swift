@@ -6,6 +6,24 @@ import Synchronization
 import Glibc
 #endif
 
+/// A broker imgw runs against in a test: mosquitto (``TestBroker``) or ejabberd (``TestEjabberd``).
+protocol BrokerUnderTest: Sendable {
+    /// Its MQTT port on 127.0.0.1.
+    var port: Int { get }
+    /// A directory of the test's own (configuration files go there).
+    var directory: URL { get }
+    /// What imgw's `broker:` section needs besides the URL (credentials).
+    var gatewayLines: [String] { get }
+}
+
+extension TestBroker: BrokerUnderTest {
+    var gatewayLines: [String] { [] }
+}
+
+extension TestEjabberd: BrokerUnderTest {
+    var gatewayLines: [String] { ["username: \(Self.username)", "password: \(Self.password)"] }
+}
+
 /// A real mosquitto broker started for one test on a free loopback port, with its own
 /// directory (config, password file, certificates, persistence).
 final class TestBroker: Sendable {

@@ -1,0 +1,62 @@
+import Foundation
+import IMGateway
+import IMWire
+import Testing
+
+/// imgw on ejabberd 23.01 (mod_mqtt), the second MQTT 5 broker: one node started by the test
+/// (``TestEjabberd``), a real imgw process with the node's account.
+@Suite("ejabberd: imgw on one ejabberd node", .stopsWhatItStarts, .timeLimit(.minutes(3)))
+struct EjabberdTests {
+    private static func device(_ gateway: IMGWProcess, _ user: String, device: String = "phone") async throws -> TestDevice {
+        let connection = try await TestDevice.connect(port: gateway.port)
+        try await connection.login(token: try await TokenMinter(secret: IMGWProcess.secret).mint(user: user), device: device)
+        return connection
+    }
+
+    @Test("chat both ways, and messages sent while bob is offline arrive in order when he logs in")
+    func chatAndOfflineOrder() async throws {
+        let broker = try await TestEjabberd.start()
+        let gateway = try await IMGWProcess.start(broker: broker)
+        let bob = try await Self.device(gateway, "bob", device: "tablet")
+        try await bob.send(.logout(Logout()))
+        _ = try await bob.next(within: 10, "the LOGOUT ack")
+        let alice = try await Self.device(gateway, "alice")
+        for index in 0..<10 {
+            #expect(try await alice.chat(to: "bob", id: "o-\(index)", text: "offline \(index)").error == nil)
+        }
+        let again = try await Self.device(gateway, "bob", device: "tablet")
+        for index in 0..<10 {
+            let (frame, message) = try await again.next(within: 10, "queued message \(index)")
+            guard case .delivery(let delivery) = message else { throw TestError("expected delivery \(index), got \(message)") }
+            #expect(delivery.messageID == "o-\(index)")
+            #expect(delivery.from == "alice")
+            try await again.ack(frame)
+        }
+        // And back, live.
+        #expect(try await again.chat(to: "alice", id: "r-1", text: "back").error == nil)
+        var reply: IMMessage
+        repeat {
+            (_, reply) = try await alice.next(within: 10, "alice's delivery")
+        } while !{ if case .delivery = reply { true } else { false } }()
+        guard case .delivery(let back) = reply else { return }
+        #expect(back.messageID == "r-1")
+        await gateway.stop()
+    }
+
+    @Test("ejabberd refuses a filter with 8 or more / (max_topic_depth 8): the device gets INVALID_TOPIC with the broker's reason, not FORBIDDEN")
+    func deepFilterIsInvalidTopic() async throws {
+        let broker = try await TestEjabberd.start()
+        let gateway = try await IMGWProcess.start(broker: broker)
+        let alice = try await Self.device(gateway, "alice")
+        let deep = "im/t/a/b/c/d/e/f/g"
+        let sequence = try await alice.send(.subscribe(Subscribe(subscriptions: [
+            .init(filter: deep, qos: .atLeastOnce), .init(filter: "im/t/a/b", qos: .atLeastOnce),
+        ])))
+        let ack = try await alice.nextAck(of: sequence)
+        #expect(ack.subscriptions.count == 2)
+        #expect(ack.subscriptions.first?.outcome == .refused(.invalidTopic))
+        #expect(ack.subscriptions.first?.reason?.contains("Topic Filter invalid") == true, "\(ack.subscriptions)")
+        #expect(ack.subscriptions.last?.outcome == .granted(.atLeastOnce))
+        await gateway.stop()
+    }
+}

@@ -1,0 +1,192 @@
+import Foundation
+import IMGateway
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real ejabberd node (Debian's ejabberd 23.01, mod_mqtt) started for one test: its own
+/// configuration, Mnesia spool and logs in a temporary directory, MQTT on a free loopback port,
+/// an Erlang node name of its own, and an account for the gateway.
+///
+/// The node runs `erl` directly (not `ejabberdctl`, which insists on root or the ejabberd
+/// user), as the test's own user, against an `epmd` the test starts on a free port
+/// (``TestEpmd``), so that nothing outlives the test; `ejabberdctl` commands go through
+/// `ejabberd_ctl` from a hidden node (``ctl(_:)``).
+final class TestEjabberd: Sendable {
+    /// The MQTT listener (127.0.0.1).
+    let port: Int
+    let directory: URL
+    /// The Erlang node, e.g. `ejab-1a2b3c@localhost`.
+    let node: String
+    let epmd: TestEpmd
+    let cookie: String
+    let process: ChildProcess
+    private let log: LogBuffer
+
+    /// The gateway's account (`broker.username` / `broker.password`).
+    static let username = "imgw"
+    static let password = "imgw-test-password-0123456789"
+
+    /// Where Debian installs the node's code (ejabberdctl's ERL_LIBS).
+    private static let libraries = "/usr/lib/\(machineTriple)"
+    private static var machineTriple: String {
+        (try? String(contentsOfFile: "/usr/sbin/ejabberdctl", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("ERL_LIBS=") }
+            .map { $0.dropFirst("ERL_LIBS=".count).trimmingCharacters(in: CharacterSet(charactersIn: "'\"")) }
+            .map { URL(fileURLWithPath: $0).lastPathComponent } ?? "x86_64-linux-gnu"
+    }
+
+    /// What `mod_mqtt` is configured with.
+    struct Options: Sendable {
+        /// Seconds a disconnected session lives (ejabberd's default is 300).
+        var sessionExpiry = 604_800
+        /// Messages queued per session; nil: ejabberd's default (5000).
+        var maxQueue: Int?
+        init() {}
+    }
+
+    /// Starts a node (with its own epmd unless given one: the nodes of a cluster share it)
+    /// and returns once it accepts MQTT connections and the gateway's account exists.
+    static func start(_ options: Options = Options(), epmd: TestEpmd? = nil, cookie: String? = nil) async throws -> TestEjabberd {
+        let epmd = if let epmd { epmd } else { try await TestEpmd.start() }
+        let id = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-ejabberd-\(id)")
+        for sub in ["spool", "logs"] {
+            try FileManager.default.createDirectory(at: directory.appendingPathComponent(sub), withIntermediateDirectories: true)
+        }
+        let port = freePort()
+        let node = "ejab-\(id)@localhost"
+        let cookie = cookie ?? "imgw-test-\(UInt64.random(in: 0...UInt64.max))"
+        var modules = ["  mod_mqtt:", "    session_expiry: \(options.sessionExpiry)"]
+        if let maxQueue = options.maxQueue { modules.append("    max_queue: \(maxQueue)") }
+        let config = directory.appendingPathComponent("ejabberd.yml")
+        try ([
+            "loglevel: info",
+            "hosts:",
+            "  - localhost",
+            "listen:",
+            "  -",
+            "    port: \(port)",
+            "    ip: \"127.0.0.1\"",
+            "    module: mod_mqtt",
+            "    backlog: 1000",
+            "auth_method: internal",
+            "acl:",
+            "  local:",
+            "    user_regexp: \"\"",
+            "access_rules:",
+            "  local:",
+            "    allow: local",
+            "modules:",
+        ] + modules).joined(separator: "\n").appending("\n").write(to: config, atomically: true, encoding: .utf8)
+        let process = try spawn(
+            "/usr/bin/env",
+            environment(epmd: epmd, directory: directory) + [
+                "EJABBERD_CONFIG_PATH=\(config.path)",
+                "EJABBERD_LOG_PATH=\(directory.path)/logs/ejabberd.log",
+                "/usr/bin/erl", "-sname", node, "-setcookie", cookie, "-noinput",
+                "-kernel", "inet_dist_use_interface", "{127,0,0,1}",
+                "-mnesia", "dir", "\"\(directory.path)/spool\"",
+                "-s", "ejabberd",
+            ])
+        let log = LogBuffer()
+        guard await awaitOutput(of: process, containing: "Start accepting TCP connections at 127.0.0.1:\(port) for mod_mqtt", into: log, within: 60),
+              !process.hasExited
+        else {
+            await process.end(SIGKILL)
+            throw TestError("ejabberd did not start on port \(port): \(log.text.withLock { $0 })")
+        }
+        let ejabberd = TestEjabberd(port: port, directory: directory, node: node, epmd: epmd, cookie: cookie, process: process, log: log)
+        TestResources.track { await ejabberd.stop() }
+        try await ejabberd.ctl(["register", username, "localhost", password])
+        return ejabberd
+    }
+
+    private init(port: Int, directory: URL, node: String, epmd: TestEpmd, cookie: String, process: ChildProcess, log: LogBuffer) {
+        self.port = port
+        self.directory = directory
+        self.node = node
+        self.epmd = epmd
+        self.cookie = cookie
+        self.process = process
+        self.log = log
+    }
+
+    /// `/usr/bin/env` arguments every Erlang process of the test gets: the node's code, the
+    /// test's epmd, loopback only.
+    private static func environment(epmd: TestEpmd, directory: URL) -> [String] {
+        [
+            "HOME=\(directory.path)",
+            "ERL_LIBS=\(libraries)",
+            "ERL_INETRC=/etc/ejabberd/inetrc",
+            "ERL_EPMD_ADDRESS=127.0.0.1",
+            "ERL_EPMD_PORT=\(epmd.port)",
+            "ERL_CRASH_DUMP=\(directory.path)/logs/erl_crash.dump",
+        ]
+    }
+
+    /// An `ejabberdctl` command (`register imgw localhost PASSWORD`, `join_cluster NODE`...),
+    /// run against this node from a hidden one; returns what it printed, throws if it failed.
+    @discardableResult
+    func ctl(_ command: [String]) async throws -> String {
+        let name = "ctl-\(UInt32.random(in: 0...UInt32.max))@localhost"
+        let (status, output) = try await runCapturing(
+            "/usr/bin/env",
+            Self.environment(epmd: epmd, directory: directory) + [
+                "/usr/bin/erl", "-sname", name, "-setcookie", cookie, "-noinput", "-hidden",
+                "-kernel", "inet_dist_use_interface", "{127,0,0,1}",
+                "-s", "ejabberd_ctl", "-extra", node,
+            ] + command)
+        guard status == 0 else { throw TestError("ejabberdctl \(command.joined(separator: " ")) failed (\(status)): \(output)") }
+        return output
+    }
+
+    /// What the node printed so far.
+    var output: String { log.text.withLock { $0 } }
+
+    /// Stops the node (SIGTERM: Erlang's orderly stop), SIGKILL if it has not ended after
+    /// 15 s; the directory is removed.
+    func stop() async {
+        process.signal(SIGTERM)
+        let timer = Task {
+            try await Task.sleep(for: .seconds(15))
+            process.signal(SIGKILL)
+        }
+        _ = await process.waitForExit()
+        timer.cancel()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// SIGKILL: the node dies as a crashed machine would.
+    func kill9() async {
+        await process.end(SIGKILL)
+    }
+}
+
+/// An Erlang port mapper of the test's own on a free loopback port, in the foreground (not
+/// the daemon a first `erl` would leave behind), stopped with the test.
+final class TestEpmd: Sendable {
+    let port: Int
+    let process: ChildProcess
+
+    static func start() async throws -> TestEpmd {
+        let port = freePort()
+        // -d: it says when it listens ("epmd running").
+        let process = try spawn("/usr/bin/epmd", ["-d", "-port", "\(port)", "-address", "127.0.0.1"])
+        let log = LogBuffer()
+        guard await awaitOutput(of: process, containing: "epmd running", into: log, within: 10), !process.hasExited else {
+            await process.end(SIGKILL)
+            throw TestError("epmd did not start on port \(port): \(log.text.withLock { $0 })")
+        }
+        let epmd = TestEpmd(port: port, process: process)
+        TestResources.track { await epmd.process.end(SIGTERM) }
+        return epmd
+    }
+
+    private init(port: Int, process: ChildProcess) {
+        self.port = port
+        self.process = process
+    }
+}
