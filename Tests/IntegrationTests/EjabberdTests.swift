@@ -43,6 +43,50 @@ struct EjabberdTests {
         await gateway.stop()
     }
 
+    @Test("ejabberd ends a session whose queue is full (max_queue) with Quota exceeded, dropping what it held: the device is told so, and imgw logs and counts it")
+    func quotaExceeded() async throws {
+        var options = TestEjabberd.Options()
+        options.maxQueue = 5
+        let broker = try await TestEjabberd.start(options)
+        let gateway = try await IMGWProcess.start(broker: broker)
+        // bob's device takes deliveries but never ACKs them: imgw holds their PUBACKs
+        // (ack-through), ejabberd keeps one in flight and queues the rest.
+        let bob = try await Self.device(gateway, "bob")
+        let alice = try await Self.device(gateway, "alice")
+        for index in 0..<12 {
+            #expect(try await alice.chat(to: "bob", id: "q-\(index)", text: "message \(index)").error == nil)
+        }
+        let error = try await bob.nextError(within: 15)
+        #expect(error.code == .brokerUnavailable)
+        #expect(error.message?.contains("queue for this device was full") == true, "\(error.message ?? "")")
+        try await bob.closed()
+        #expect(try await gateway.metric("imgw_broker_quota_disconnects_total") == 1)
+        #expect(gateway.output.text.withLock { $0 }.contains("its queue for this device was full"))
+        await gateway.stop()
+    }
+
+    @Test("ejabberd drops an offline session whose queue overflows (max_queue), with everything it held: the device's next login finds no session (an ejabberd defect imgw cannot see)")
+    func offlineQuotaExceeded() async throws {
+        var options = TestEjabberd.Options()
+        options.maxQueue = 5
+        let broker = try await TestEjabberd.start(options)
+        let gateway = try await IMGWProcess.start(broker: broker)
+        let bob = try await Self.device(gateway, "bob")
+        try await bob.send(.logout(Logout()))
+        _ = try await bob.next(within: 10, "the LOGOUT ack")
+        let alice = try await Self.device(gateway, "alice")
+        for index in 0..<8 {
+            #expect(try await alice.chat(to: "bob", id: "q-\(index)", text: "message \(index)").error == nil)
+        }
+        let again = try await Self.device(gateway, "bob")
+        // A marker sent after the login: the first delivery is it, nothing queued came first.
+        #expect(try await alice.chat(to: "bob", id: "marker", text: "after the login").error == nil)
+        let (_, message) = try await again.next(within: 10, "bob's first delivery")
+        guard case .delivery(let first) = message else { throw TestError("expected a delivery, got \(message)") }
+        #expect(first.messageID == "marker", "ejabberd kept the overflowing offline queue after all")
+        await gateway.stop()
+    }
+
     @Test("ejabberd refuses a filter with 8 or more / (max_topic_depth 8): the device gets INVALID_TOPIC with the broker's reason, not FORBIDDEN")
     func deepFilterIsInvalidTopic() async throws {
         let broker = try await TestEjabberd.start()

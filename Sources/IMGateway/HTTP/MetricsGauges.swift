@@ -11,6 +11,7 @@ final class MetricsGauges: Sendable {
     private let messagesIn: Gauge
     private let messagesOut: Gauge
     private let forgedMessages: Gauge
+    private let quotaDisconnects: Gauge
     private let push: [(Gauge, @Sendable () -> Int)]
 
     init(statistics: GatewayStatistics, registry: SessionRegistry) {
@@ -25,6 +26,9 @@ final class MetricsGauges: Sendable {
         messagesIn = gauge("chat_messages_in", "total", "Chat messages accepted from devices")
         messagesOut = gauge("messages_out", "total", "Messages written to devices")
         forgedMessages = gauge("forged_messages_dropped", "total", "Chats, receipts, shares and positions on the broker that no gateway wrote, dropped")
+        quotaDisconnects = gauge(
+            "broker_quota_disconnects", "total",
+            "Device sessions the broker ended because their queue was full (Quota exceeded): what it held for them is lost")
         let counters = statistics.push
         push = [
             (gauge("push_queued", "", "Offline-push notifications waiting or in flight"), { @Sendable in counters.queued.load(ordering: .relaxed) }),
@@ -42,6 +46,7 @@ final class MetricsGauges: Sendable {
         messagesIn.set(Double(statistics.messagesIn.load(ordering: .relaxed)))
         messagesOut.set(Double(statistics.messagesOut.load(ordering: .relaxed)))
         forgedMessages.set(Double(statistics.forgedMessages.load(ordering: .relaxed)))
+        quotaDisconnects.set(Double(statistics.brokerQuotaDisconnects.load(ordering: .relaxed)))
         for (gauge, value) in push { gauge.set(Double(value())) }
         return prometheus.emitToBuffer()
     }

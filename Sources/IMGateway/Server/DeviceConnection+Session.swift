@@ -260,13 +260,27 @@ extension DeviceConnection {
             case .lost(let reason):
                 // The MQTT connection ending (broker gone, session taken over at the
                 // broker) ends the device connection: the device reconnects.
-                if machine.isLoggedIn { logger.warning("MQTT session lost", metadata: ["reason": "\(reason)"]) }
-                perform(machine.handle(.brokerLost("\(reason)")))
+                perform(machine.handle(.brokerLost(sessionLost(reason))))
             }
         }
         writeDownlink()
         startUplink()
         flushIfNeeded()
+    }
+
+    /// Logs the loss of the MQTT session and returns what the device is told. A broker that
+    /// ends a session for its quota (ejabberd's max_queue) drops what it queued for the
+    /// device: that is said, counted and logged as such.
+    private func sessionLost(_ reason: LossReason) -> String {
+        guard case .broker(.quotaExceeded) = reason else {
+            if machine.isLoggedIn { logger.warning("MQTT session lost", metadata: ["reason": "\(reason)"]) }
+            return "\(reason)"
+        }
+        gateway.statistics.brokerQuotaDisconnects.add(1, ordering: .relaxed)
+        logger.warning(
+            "the broker ended the session: its queue for this device was full, and what it held is lost",
+            metadata: ["reason": "\(reason)"])
+        return "the broker ended the session because its queue for this device was full (\(ReasonCode.quotaExceeded)): messages it held for this device are lost"
     }
 
     /// Tells the machine how many chat messages wait; reads again if it says so.

@@ -125,6 +125,9 @@ final class GatewayStatistics: Sendable {
     let messagesOut = Atomic<Int>(0)
     /// Messages dropped because no gateway wrote them (``GatewayContext/isFromAGateway(_:)``).
     let forgedMessages = Atomic<Int>(0)
+    /// Device sessions the broker ended because their queue was full (DISCONNECT 0x97 Quota
+    /// exceeded: ejabberd's max_queue); what it held for the device is lost.
+    let brokerQuotaDisconnects = Atomic<Int>(0)
     /// The offline-push webhook's counters.
     let push = PushStatistics()
 }
