@@ -5,7 +5,7 @@ import Testing
 
 /// imgw on ejabberd 23.01 (mod_mqtt), the second MQTT 5 broker: one node started by the test
 /// (``TestEjabberd``), a real imgw process with the node's account.
-@Suite("ejabberd: imgw on one ejabberd node", .stopsWhatItStarts, .timeLimit(.minutes(3)))
+@Suite("ejabberd: imgw on one ejabberd node", .stopsWhatItStarts, .serialized, .timeLimit(.minutes(3)))
 struct EjabberdTests {
     private static func device(_ gateway: IMGWProcess, _ user: String, device: String = "phone") async throws -> TestDevice {
         let connection = try await TestDevice.connect(port: gateway.port)

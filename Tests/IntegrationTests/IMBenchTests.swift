@@ -46,6 +46,24 @@ struct IMBenchTests {
         #expect(output.contains("raw libmosquitto"), "the direct path says what it runs")
     }
 
+    @Test("imbench chat against ejabberd (--broker with --broker-username, --broker-pid): both paths deliver every message once, with the broker's CPU")
+    func chatOnEjabberd() async throws {
+        let broker = try await TestEjabberd.start()
+        let output = try await run(
+            Self.executable,
+            ["chat", "--seconds", "1", "--pairs", "2", "--drain", "10", "--broker", "127.0.0.1:\(broker.port)",
+             "--broker-username", TestEjabberd.username, "--broker-password", TestEjabberd.password, "--broker-pid", "\(broker.process.pid)"])
+        let result = try Self.json(output)
+        for path in ["gateway", "direct"] {
+            let sent = try #require(result["\(path)_sent"] as? Int)
+            #expect(sent > 0, "\(path) sent nothing")
+            #expect(result["\(path)_received"] as? Int == sent, "\(path): every message arrives")
+            #expect((result["\(path)_broker_cpu_s_per_1000"] as? Double ?? 0) > 0, "\(path): the broker's CPU is measured")
+        }
+        #expect(result["lost"] as? Int == 0)
+        #expect(result["direct_lost"] as? Int == 0)
+    }
+
     @Test("imbench chat --duplex: devices that send and receive at once through a gateway; every message once")
     func chatDuplex() async throws {
         let output = try await run(

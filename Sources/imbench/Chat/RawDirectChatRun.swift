@@ -13,7 +13,7 @@ enum RawDirectChatRun {
     ///     messages the gateway lets a device have (limits.max_unacked_deliveries).
     ///   - title: The phase in log lines, e.g. "direct round 2/4".
     static func run(
-        _ settings: ChatSettings, broker: HostPort, brokerPID: pid_t?, runID: String, receiveMaximum: Int,
+        _ settings: ChatSettings, broker: BrokerAddress, brokerPID: pid_t?, runID: String, receiveMaximum: Int,
         title: String = "direct"
     ) async throws -> ChatPhaseResult {
         let ledger = ChatLedger(pairs: settings.pairs)
@@ -22,7 +22,7 @@ enum RawDirectChatRun {
             pairs: settings.pairs, clientPrefix: "imbench-\(runID)", topicPrefix: "bench/direct/\(runID)", ledger: ledger,
             settings: settings)
         do {
-            try await clients.connect(host: broker.host, port: broker.port, receiveMaximum: receiveMaximum)
+            try await clients.connect(to: broker, receiveMaximum: receiveMaximum)
         } catch {
             await clients.close()
             throw error

@@ -112,7 +112,7 @@ final class RawMQTTClients: @unchecked Sendable {
 
     /// Connects every handle (subscribers with `receiveMaximum`, as the gateway's sessions
     /// have), starts the loop thread, subscribes, and returns once the broker confirmed all.
-    func connect(host: String, port: Int, receiveMaximum: Int) async throws {
+    func connect(to broker: BrokerAddress, receiveMaximum: Int) async throws {
         var properties: OpaquePointer?
         mosquitto_property_add_int16(&properties, Int32(MQTT_PROP_RECEIVE_MAXIMUM.rawValue), UInt16(clamping: receiveMaximum))
         defer { mosquitto_property_free_all(&properties) }
@@ -120,9 +120,10 @@ final class RawMQTTClients: @unchecked Sendable {
             installCallbacks(pair)
             for (handle, props) in [(pair.subscriber, properties), (pair.publisher, nil)] {
                 // A blocking TCP connect (numeric loopback address: no resolver wait).
-                let rc = mosquitto_connect_bind_v5(handle, host, Int32(port), 60, nil, props)
+                broker.authenticate(handle)
+                let rc = mosquitto_connect_bind_v5(handle, broker.host, Int32(broker.port), 60, nil, props)
                 guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-                    throw BenchError("raw direct path: cannot connect to \(host):\(port): \(String(cString: mosquitto_strerror(rc)))")
+                    throw BenchError("raw direct path: cannot connect to \(broker): \(String(cString: mosquitto_strerror(rc)))")
                 }
             }
         }

@@ -9,7 +9,7 @@ import Glibc
 /// given on the command line.
 struct BenchEnvironment: Sendable {
     /// The MQTT broker (the gateway's, and the direct path's).
-    let broker: HostPort
+    let broker: BrokerAddress
     /// The TLV listener of the gateway.
     let gateway: HostPort
     /// The gateway's JWT secret, for minting tokens.
@@ -22,8 +22,10 @@ struct BenchEnvironment: Sendable {
 
     /// The gateway's pid, when imbench started it.
     var gatewayPID: pid_t? { gatewayProcess?.process.pid }
-    /// The broker's pid, when imbench started it.
-    var brokerPID: pid_t? { brokerProcess?.process.pid }
+    /// The broker's pid, when imbench started it or was told (`--broker-pid`).
+    var brokerPID: pid_t? { brokerProcess?.process.pid ?? givenBrokerPID }
+    /// `--broker-pid`.
+    let givenBrokerPID: pid_t?
 
     /// Starts what `options` does not name, and returns once both accept connections.
     /// - Parameters:
@@ -54,28 +56,28 @@ struct BenchEnvironment: Sendable {
         _ gatewayLines: [String]
     ) async throws -> BenchEnvironment {
         var brokerProcess: BenchBroker? = nil
-        let broker: HostPort
+        let broker: BrokerAddress
         if let given = options.broker {
-            broker = given
+            broker = BrokerAddress(endpoint: given, username: options.brokerUsername, password: options.brokerPassword)
             guard given.acceptsConnections() else { throw BenchError("no broker accepts connections at \(given)") }
         } else {
             Log.info("starting mosquitto...")
             let started = try await BenchBroker.start(in: directory, extraLines: brokerLines, echo: options.verbose)
             brokerProcess = started
-            broker = started.endpoint
+            broker = BrokerAddress(endpoint: started.endpoint)
             Log.info("mosquitto up on \(broker) (pid \(started.process.pid))")
         }
         do {
             if !needsGateway {
                 return BenchEnvironment(
-                    broker: broker, gateway: options.gateway ?? broker, secret: options.secret ?? "",
-                    brokerProcess: brokerProcess, gatewayProcess: nil, directory: directory)
+                    broker: broker, gateway: options.gateway ?? broker.endpoint, secret: options.secret ?? "",
+                    brokerProcess: brokerProcess, gatewayProcess: nil, directory: directory, givenBrokerPID: options.brokerPID)
             }
             if let gateway = options.gateway, let secret = options.secret {
                 guard gateway.acceptsConnections() else { throw BenchError("no gateway accepts connections at \(gateway)") }
                 return BenchEnvironment(
                     broker: broker, gateway: gateway, secret: secret, brokerProcess: brokerProcess, gatewayProcess: nil,
-                    directory: directory)
+                    directory: directory, givenBrokerPID: options.brokerPID)
             }
             let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
             Log.info("starting imgw...")
@@ -85,7 +87,7 @@ struct BenchEnvironment: Sendable {
             Log.info("imgw up on \(gateway.endpoint) (pid \(gateway.process.pid))")
             return BenchEnvironment(
                 broker: broker, gateway: gateway.endpoint, secret: secret, brokerProcess: brokerProcess,
-                gatewayProcess: gateway, directory: directory)
+                gatewayProcess: gateway, directory: directory, givenBrokerPID: options.brokerPID)
         } catch {
             await brokerProcess?.stop()
             throw error

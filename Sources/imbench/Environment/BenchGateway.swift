@@ -33,7 +33,7 @@ final class BenchGateway: Sendable {
     /// (a benchmark device sends far more than a person) and no connection limits (all its
     /// devices come from one address);
     /// `extraLines` are appended as they are (YAML).
-    static func configuration(broker: HostPort, listen: Int, secret: String, extraLines: [String]) -> String {
+    static func configuration(broker: BrokerAddress, listen: Int, secret: String, extraLines: [String]) -> String {
         ([
             "# Written by imbench for one run.",
             "gateway_id: imbench",
@@ -42,6 +42,7 @@ final class BenchGateway: Sendable {
             "  port: \(listen)",
             "broker:",
             "  url: mqtt://\(broker.host):\(broker.port)",
+        ] + (broker.username.map { ["  username: \(yaml($0))", "  password: \(yaml(broker.password ?? ""))"] } ?? []) + [
             "auth:",
             "  jwt_secret: \(secret)",
             "metrics:",
@@ -56,9 +57,14 @@ final class BenchGateway: Sendable {
         ] + extraLines).joined(separator: "\n") + "\n"
     }
 
+    /// `text` as a single-quoted YAML string.
+    private static func yaml(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+    }
+
     /// Starts imgw and returns once its listener accepts connections.
     static func start(
-        executable: String, broker: HostPort, secret: String, in directory: URL, extraLines: [String] = [], echo: Bool
+        executable: String, broker: BrokerAddress, secret: String, in directory: URL, extraLines: [String] = [], echo: Bool
     ) async throws -> BenchGateway {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw BenchError(

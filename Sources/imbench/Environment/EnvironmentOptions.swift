@@ -5,6 +5,15 @@ struct EnvironmentOptions: ParsableArguments {
     @Option(help: "Use this MQTT broker (HOST:PORT) instead of starting a mosquitto.")
     var broker: HostPort?
 
+    @Option(help: "The account on --broker, for a broker that refuses anonymous clients (ejabberd): imgw and the raw clients use it.")
+    var brokerUsername: String?
+
+    @Option(help: "The password of --broker-username.")
+    var brokerPassword: String?
+
+    @Option(help: "The pid of the --broker process, so that its CPU is measured (imbench measures the brokers it starts).")
+    var brokerPID: Int32?
+
     @Option(help: "Use this running imgw (HOST:PORT) instead of starting one; needs --secret and --broker (the broker it uses).")
     var gateway: HostPort?
 
@@ -23,6 +32,9 @@ struct EnvironmentOptions: ParsableArguments {
         }
         if gateway != nil && broker == nil {
             throw ValidationError("--gateway needs --broker: the broker that gateway uses (the direct path runs there)")
+        }
+        if (brokerUsername != nil || brokerPassword != nil || brokerPID != nil) && broker == nil {
+            throw ValidationError("--broker-username, --broker-password and --broker-pid are about a --broker")
         }
         if secret != nil && gateway == nil {
             throw ValidationError("--secret is only used with --gateway")

@@ -131,7 +131,7 @@ final class RawGroupClients: @unchecked Sendable {
     /// Connects every handle (members with `receiveMaximum`, as the gateway's sessions have;
     /// offline ones with a session that outlives the connection), starts the loop thread,
     /// subscribes the members, and returns once the broker confirmed all.
-    func connect(host: String, port: Int, receiveMaximum: Int) async throws {
+    func connect(to broker: BrokerAddress, receiveMaximum: Int) async throws {
         var online: OpaquePointer?
         mosquitto_property_add_int16(&online, Int32(MQTT_PROP_RECEIVE_MAXIMUM.rawValue), UInt16(clamping: receiveMaximum))
         var persistent: OpaquePointer?
@@ -144,9 +144,10 @@ final class RawGroupClients: @unchecked Sendable {
         for client in [publisher] + members {
             let properties = client.member.map { $0 < ledger.online ? online : persistent } ?? nil
             // A blocking TCP connect (numeric loopback address: no resolver wait).
-            let rc = mosquitto_connect_bind_v5(client.handle, host, Int32(port), 60, nil, properties)
+            broker.authenticate(client.handle)
+            let rc = mosquitto_connect_bind_v5(client.handle, broker.host, Int32(broker.port), 60, nil, properties)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-                throw BenchError("raw group path: cannot connect to \(host):\(port): \(String(cString: mosquitto_strerror(rc)))")
+                throw BenchError("raw group path: cannot connect to \(broker): \(String(cString: mosquitto_strerror(rc)))")
             }
         }
         thread.start(name: "imbench-raw") { [self] in loop() }

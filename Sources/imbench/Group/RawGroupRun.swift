@@ -8,7 +8,7 @@ enum RawGroupRun {
     /// - Parameter receiveMaximum: The members' MQTT receive maximum: the gateway's
     ///   limits.max_unacked_deliveries, as its sessions have.
     static func run(
-        _ settings: GroupSettings, mode: RawGroupClients.Mode, broker: HostPort, brokerPID: pid_t?, runID: String,
+        _ settings: GroupSettings, mode: RawGroupClients.Mode, broker: BrokerAddress, brokerPID: pid_t?, runID: String,
         receiveMaximum: Int, title: String
     ) async throws -> GroupPhaseResult {
         let ledger = GroupLedger(online: settings.online, offline: settings.offline)
@@ -17,7 +17,7 @@ enum RawGroupRun {
             mode: mode, clientPrefix: "imbench-\(runID)", topicPrefix: "bench/group/\(runID)", ledger: ledger,
             window: settings.window, size: settings.size, qos: settings.qos)
         do {
-            try await clients.connect(host: broker.host, port: broker.port, receiveMaximum: receiveMaximum)
+            try await clients.connect(to: broker, receiveMaximum: receiveMaximum)
             if settings.offline > 0 { try await clients.takeOffline() }
             var watch = [ChatPhase.Watched(label: "bench", pid: ProcessSample.ownPID())]
             if let brokerPID { watch.append(ChatPhase.Watched(label: "broker", pid: brokerPID)) }

@@ -28,7 +28,7 @@ enum WrapperChatRun {
 
     /// Connects the clients, runs the workload, closes them.
     static func run(
-        _ settings: ChatSettings, api: API, broker: HostPort, brokerPID: pid_t?, runID: String, receiveMaximum: Int,
+        _ settings: ChatSettings, api: API, broker: BrokerAddress, brokerPID: pid_t?, runID: String, receiveMaximum: Int,
         title: String
     ) async throws -> ChatPhaseResult {
         let ledger = ChatLedger(pairs: settings.pairs)
@@ -49,6 +49,8 @@ enum WrapperChatRun {
                 var configuration = MosquittoClient.Configuration(
                     clientID: "imbench-\(runID)-sub-\(pair)", host: broker.host, port: broker.port)
                 configuration.receiveMaximum = UInt16(clamping: receiveMaximum)
+                configuration.username = broker.username
+                configuration.password = broker.password
                 let subscriber = MosquittoClient(configuration: configuration, loop: loop)
                 subscribers.append(subscriber)
                 let window = windows[pair]
@@ -67,6 +69,8 @@ enum WrapperChatRun {
                 var configuration = MosquittoClient.Configuration(
                     clientID: "imbench-\(runID)-pub-\(pair)", host: broker.host, port: broker.port)
                 configuration.maxInflightPublishes = settings.window
+                configuration.username = broker.username
+                configuration.password = broker.password
                 let publisher = MosquittoClient(configuration: configuration, loop: loop)
                 publishers.append(publisher)
                 _ = try await publisher.connect()

@@ -86,7 +86,10 @@ final class TestEjabberd: Sendable {
             environment(epmd: epmd, directory: directory) + [
                 "EJABBERD_CONFIG_PATH=\(config.path)",
                 "EJABBERD_LOG_PATH=\(directory.path)/logs/ejabberd.log",
-                "/usr/bin/erl", "-sname", node, "-setcookie", cookie, "-noinput",
+                // One scheduler that sleeps when idle (the VM's default spins, and several test
+                // nodes at once would starve the test process of its 2 cores).
+                "/usr/bin/erl", "+S", "1:1", "+SDcpu", "1:1", "+sbwt", "none", "+sbwtdcpu", "none", "+sbwtdio", "none",
+                "-sname", node, "-setcookie", cookie, "-noinput",
                 "-kernel", "inet_dist_use_interface", "{127,0,0,1}",
                 "-mnesia", "dir", "\"\(directory.path)/spool\"",
                 "-s", "ejabberd",
@@ -135,7 +138,7 @@ final class TestEjabberd: Sendable {
         let (status, output) = try await runCapturing(
             "/usr/bin/env",
             Self.environment(epmd: epmd, directory: directory) + [
-                "/usr/bin/erl", "-sname", name, "-setcookie", cookie, "-noinput", "-hidden",
+                "/usr/bin/erl", "+S", "1:1", "+sbwt", "none", "-sname", name, "-setcookie", cookie, "-noinput", "-hidden",
                 "-kernel", "inet_dist_use_interface", "{127,0,0,1}",
                 "-s", "ejabberd_ctl", "-extra", node,
             ] + command)
