@@ -3,13 +3,15 @@ import Mosquitto
 
 /// A client for `broker` with a unique id (unless given) and test-friendly settings.
 func makeClient(
-    _ broker: TestBroker, id: String = "test-\(UInt32.random(in: 0...UInt32.max))",
+    _ broker: some BrokerUnderTest, id: String = "test-\(UInt32.random(in: 0...UInt32.max))",
     loop: MosquittoEventLoop = .shared,
     _ configure: (inout MosquittoClient.Configuration) -> Void = { _ in }
 ) -> MosquittoClient {
     var configuration = MosquittoClient.Configuration(clientID: id, host: "127.0.0.1", port: broker.port)
     configuration.keepalive = 10
     configuration.connectTimeout = 5
+    configuration.username = broker.credentials?.username
+    configuration.password = broker.credentials?.password
     configure(&configuration)
     return makeClient(configuration: configuration, loop: loop)
 }

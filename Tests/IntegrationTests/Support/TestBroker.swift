@@ -1,6 +1,7 @@
 import Foundation
 import IMGateway
 import Synchronization
+import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -12,16 +13,41 @@ protocol BrokerUnderTest: Sendable {
     var port: Int { get }
     /// A directory of the test's own (configuration files go there).
     var directory: URL { get }
-    /// What imgw's `broker:` section needs besides the URL (credentials).
-    var gatewayLines: [String] { get }
+    /// The account every client uses; nil: anonymous.
+    var credentials: (username: String, password: String)? { get }
+    /// Its process id.
+    var pid: Int32 { get }
+    /// Stops it and waits until it has.
+    func stop() async
+}
+
+extension BrokerUnderTest {
+    /// What imgw's `broker:` section needs besides the URL.
+    var gatewayLines: [String] { credentials.map { ["username: \($0.username)", "password: \($0.password)"] } ?? [] }
 }
 
 extension TestBroker: BrokerUnderTest {
-    var gatewayLines: [String] { [] }
+    var credentials: (username: String, password: String)? { nil }
 }
 
 extension TestEjabberd: BrokerUnderTest {
-    var gatewayLines: [String] { ["username: \(Self.username)", "password: \(Self.password)"] }
+    var credentials: (username: String, password: String)? { (Self.username, Self.password) }
+    var pid: Int32 { process.pid }
+}
+
+/// The brokers the gateway's integration tests run on (as a test argument).
+enum BrokerKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case mosquitto, ejabberd
+
+    var testDescription: String { rawValue }
+
+    /// A broker of this kind, started for the running test.
+    func start() async throws -> any BrokerUnderTest {
+        switch self {
+        case .mosquitto: try await TestBroker.start()
+        case .ejabberd: try await TestEjabberd.start()
+        }
+    }
 }
 
 /// A real mosquitto broker started for one test on a free loopback port, with its own
