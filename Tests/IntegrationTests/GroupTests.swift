@@ -28,9 +28,9 @@ struct GroupTests {
         try await ServerAPITests.call(gateway, method, path, body: body)
     }
 
-    @Test("a member offline during three messages gets all three in order at login; an online member gets them as they come")
-    func offlineMember() async throws {
-        let broker = try await TestBroker.start()
+    @Test("a member offline during three messages gets all three in order at login; an online member gets them as they come", arguments: BrokerKind.allCases)
+    func offlineMember(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let gateway = try await IMGWProcess.start(broker: broker, api: true)
         let created = try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob","carol"]}"#)
         #expect(created.status == 201, "\(created.body)")
@@ -60,9 +60,9 @@ struct GroupTests {
         #expect(queued == ["g-1", "g-2", "g-3"], "in the order alice sent them")
     }
 
-    @Test("membership: a member added while offline gets what follows, not what came before; a removed member gets nothing after the removal; a non-member is FORBIDDEN")
-    func membershipChanges() async throws {
-        let broker = try await TestBroker.start()
+    @Test("membership: a member added while offline gets what follows, not what came before; a removed member gets nothing after the removal; a non-member is FORBIDDEN", arguments: BrokerKind.allCases)
+    func membershipChanges(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let gateway = try await IMGWProcess.start(broker: broker, api: true)
         let other = try await IMGWProcess.start(broker: broker, api: true)
         #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","carol"]}"#).status == 201)
@@ -105,9 +105,9 @@ struct GroupTests {
         #expect(try await dave.nextDelivery().messageID == "direct-2", "and no message of mallory's")
     }
 
-    @Test("receipts reach the sender per member")
-    func receiptsPerMember() async throws {
-        let broker = try await TestBroker.start()
+    @Test("receipts reach the sender per member", arguments: BrokerKind.allCases)
+    func receiptsPerMember(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let gateway = try await IMGWProcess.start(broker: broker, api: true)
         #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob","carol"]}"#).status == 201)
         let alice = try await device(gateway, "alice")
@@ -129,9 +129,9 @@ struct GroupTests {
         #expect(notices == ["bob delivered", "carol delivered", "carol read"])
     }
 
-    @Test("carbons: what one device of a user sends, one-to-one or to a group, reaches the user's other devices, an offline one at login in order; not the sender; not a device that opted out")
-    func carbons() async throws {
-        let broker = try await TestBroker.start()
+    @Test("carbons: what one device of a user sends, one-to-one or to a group, reaches the user's other devices, an offline one at login in order; not the sender; not a device that opted out", arguments: BrokerKind.allCases)
+    func carbons(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let gateway = try await IMGWProcess.start(broker: broker, api: true)
         let created = try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob"]}"#)
         #expect(created.status == 201, "\(created.body)")
@@ -159,9 +159,9 @@ struct GroupTests {
         #expect(try await tablet.nextDelivery().messageID == "b-1", "a received message reaches every device")
     }
 
-    @Test("typing reaches an online peer and group members, never an offline device; past 4 a second it is RATE_LIMITED")
-    func typing() async throws {
-        let broker = try await TestBroker.start()
+    @Test("typing reaches an online peer and group members, never an offline device; past 4 a second it is RATE_LIMITED", arguments: BrokerKind.allCases)
+    func typing(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let gateway = try await IMGWProcess.start(broker: broker, api: true)
         let other = try await IMGWProcess.start(broker: broker)
         #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob","carol"]}"#).status == 201)

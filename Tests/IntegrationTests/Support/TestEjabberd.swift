@@ -1,5 +1,5 @@
 import Foundation
-import IMGateway
+@testable import IMGateway
 import Synchronization
 
 #if canImport(Glibc)
@@ -50,6 +50,15 @@ final class TestEjabberd: Sendable {
     /// Starts a node (with its own epmd unless given one: the nodes of a cluster share it)
     /// and returns once it accepts MQTT connections and the gateway's account exists.
     static func start(_ options: Options = Options(), epmd: TestEpmd? = nil, cookie: String? = nil) async throws -> TestEjabberd {
+        // A node's start takes about a second of CPU; dozens of tests starting theirs at once
+        // would starve everything else on the machine (timing tests failed that way).
+        try await starting.run { try await launch(options, epmd: epmd, cookie: cookie) }
+    }
+
+    /// One node starts at a time, in this test process.
+    private static let starting = ConcurrencyGate(limit: 1)
+
+    private static func launch(_ options: Options, epmd: TestEpmd?, cookie: String?) async throws -> TestEjabberd {
         let epmd = if let epmd { epmd } else { try await TestEpmd.start() }
         let id = String(UInt32.random(in: 0...UInt32.max), radix: 36)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-ejabberd-\(id)")
