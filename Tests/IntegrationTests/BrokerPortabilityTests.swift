@@ -8,13 +8,6 @@ import Testing
 /// real imgw processes on mosquitto brokers configured to announce less.
 @Suite("Broker portability: what the broker's CONNACK announces", .stopsWhatItStarts, .timeLimit(.minutes(2)))
 struct BrokerPortabilityTests {
-    /// A device logged in to `gateway` as `user`.
-    private func device(_ gateway: IMGWProcess, _ user: String) async throws -> TestDevice {
-        let device = try await TestDevice.connect(port: gateway.port)
-        try await device.login(token: try await TokenMinter(secret: IMGWProcess.secret).mint(user: user), device: "phone")
-        return device
-    }
-
     @Test("MosquittoClient reports the CONNACK's properties: mosquitto with max_qos 1, retain_available false, max_packet_size, max_keepalive")
     func capabilities() async throws {
         var options = TestBroker.Options()
@@ -54,8 +47,8 @@ struct BrokerPortabilityTests {
         #expect(!hello.features.contains(.qos2Chat), "no QoS 2 chat on this broker")
         #expect(hello.features.contains(.groups))
 
-        let alice = try await device(gateway, "alice")
-        let bob = try await device(gateway, "bob")
+        let alice = try await gateway.device("alice")
+        let bob = try await gateway.device("bob")
         let sequence = try await alice.send(.chat(ChatSend(to: "bob", messageID: "q2", content: .text("exactly once?"), qos: .exactlyOnce)))
         let refused = try await alice.nextAck(of: sequence)
         #expect(refused.error == .qosNotSupported)

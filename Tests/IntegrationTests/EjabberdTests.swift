@@ -7,24 +7,18 @@ import Testing
 /// (``TestEjabberd``), a real imgw process with the node's account.
 @Suite("ejabberd: imgw on one ejabberd node", .stopsWhatItStarts, .serialized, .timeLimit(.minutes(3)))
 struct EjabberdTests {
-    private static func device(_ gateway: IMGWProcess, _ user: String, device: String = "phone") async throws -> TestDevice {
-        let connection = try await TestDevice.connect(port: gateway.port)
-        try await connection.login(token: try await TokenMinter(secret: IMGWProcess.secret).mint(user: user), device: device)
-        return connection
-    }
-
     @Test("chat both ways, and messages sent while bob is offline arrive in order when he logs in")
     func chatAndOfflineOrder() async throws {
         let broker = try await TestEjabberd.start()
         let gateway = try await IMGWProcess.start(broker: broker)
-        let bob = try await Self.device(gateway, "bob", device: "tablet")
+        let bob = try await gateway.device("bob", device: "tablet")
         try await bob.send(.logout(Logout()))
         _ = try await bob.next(within: 10, "the LOGOUT ack")
-        let alice = try await Self.device(gateway, "alice")
+        let alice = try await gateway.device("alice")
         for index in 0..<10 {
             #expect(try await alice.chat(to: "bob", id: "o-\(index)", text: "offline \(index)").error == nil)
         }
-        let again = try await Self.device(gateway, "bob", device: "tablet")
+        let again = try await gateway.device("bob", device: "tablet")
         for index in 0..<10 {
             let (frame, message) = try await again.next(within: 10, "queued message \(index)")
             guard case .delivery(let delivery) = message else { throw TestError("expected delivery \(index), got \(message)") }
@@ -51,8 +45,8 @@ struct EjabberdTests {
         let gateway = try await IMGWProcess.start(broker: broker)
         // bob's device takes deliveries but never ACKs them: imgw holds their PUBACKs
         // (ack-through), ejabberd keeps one in flight and queues the rest.
-        let bob = try await Self.device(gateway, "bob")
-        let alice = try await Self.device(gateway, "alice")
+        let bob = try await gateway.device("bob")
+        let alice = try await gateway.device("alice")
         for index in 0..<12 {
             #expect(try await alice.chat(to: "bob", id: "q-\(index)", text: "message \(index)").error == nil)
         }
@@ -71,14 +65,14 @@ struct EjabberdTests {
         options.maxQueue = 5
         let broker = try await TestEjabberd.start(options)
         let gateway = try await IMGWProcess.start(broker: broker)
-        let bob = try await Self.device(gateway, "bob")
+        let bob = try await gateway.device("bob")
         try await bob.send(.logout(Logout()))
         _ = try await bob.next(within: 10, "the LOGOUT ack")
-        let alice = try await Self.device(gateway, "alice")
+        let alice = try await gateway.device("alice")
         for index in 0..<8 {
             #expect(try await alice.chat(to: "bob", id: "q-\(index)", text: "message \(index)").error == nil)
         }
-        let again = try await Self.device(gateway, "bob")
+        let again = try await gateway.device("bob")
         // A marker sent after the login: the first delivery is it, nothing queued came first.
         #expect(try await alice.chat(to: "bob", id: "marker", text: "after the login").error == nil)
         let (_, message) = try await again.next(within: 10, "bob's first delivery")
@@ -91,7 +85,7 @@ struct EjabberdTests {
     func deepFilterIsInvalidTopic() async throws {
         let broker = try await TestEjabberd.start()
         let gateway = try await IMGWProcess.start(broker: broker)
-        let alice = try await Self.device(gateway, "alice")
+        let alice = try await gateway.device("alice")
         let deep = "im/t/a/b/c/d/e/f/g"
         let sequence = try await alice.send(.subscribe(Subscribe(subscriptions: [
             .init(filter: deep, qos: .atLeastOnce), .init(filter: "im/t/a/b", qos: .atLeastOnce),

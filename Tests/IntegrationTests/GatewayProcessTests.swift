@@ -261,6 +261,13 @@ final class IMGWProcess: Sendable {
         self.output = output
     }
 
+    /// A device connected to this gateway and logged in as `user`.
+    func device(_ user: String, device: String = "phone") async throws -> TestDevice {
+        let connection = try await TestDevice.connect(port: port)
+        try await connection.login(token: try await TokenMinter(secret: Self.secret).mint(user: user), device: device)
+        return connection
+    }
+
     /// A gauge or counter from its /metrics (`imgw_connections`, ...).
     func metric(_ name: String) async throws -> Double {
         let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(metricsPort)/metrics"])

@@ -285,8 +285,12 @@ final class LogBuffer: Sendable {
         for waiter in woken { waiter.resume(returning: true) }
     }
 
-    /// Whether a line containing `marker` came (or comes within `seconds`).
-    func waitFor(_ marker: String, within seconds: Double = 15) async -> Bool {
+    /// How much text came so far (UTF-8 bytes): a mark for ``waitFor(_:since:within:)``.
+    var length: Int { text.withLock { $0.utf8.count } }
+
+    /// Whether a line containing `marker` came after `mark` (see ``length``), or comes within
+    /// `seconds`.
+    func waitFor(_ marker: String, since mark: Int = 0, within seconds: Double = 15) async -> Bool {
         let id = nextWaiter.withLock { $0 += 1; return $0 }
         let timer = Task {
             try await Task.sleep(for: .seconds(seconds))
@@ -296,7 +300,7 @@ final class LogBuffer: Sendable {
         return await withCheckedContinuation { waiter in
             // Registered under the text's lock, so that no line is added in between.
             let present = text.withLock { text in
-                if text.contains(marker) { return true }
+                if String(decoding: text.utf8.dropFirst(mark), as: UTF8.self).contains(marker) { return true }
                 waiters.withLock { $0[id] = (marker, waiter) }
                 return false
             }

@@ -52,11 +52,32 @@ final class TestEjabberd: Sendable {
     static func start(_ options: Options = Options(), epmd: TestEpmd? = nil, cookie: String? = nil) async throws -> TestEjabberd {
         // A node's start takes about a second of CPU; dozens of tests starting theirs at once
         // would starve everything else on the machine (timing tests failed that way).
-        try await starting.run { try await launch(options, epmd: epmd, cookie: cookie) }
+        _ = sweepOrphans
+        return try await starting.run { try await launch(options, epmd: epmd, cookie: cookie) }
     }
 
     /// One node starts at a time, in this test process.
     private static let starting = ConcurrencyGate(limit: 1)
+
+    /// In the environment of every Erlang process and epmd the tests start: what
+    /// ``sweepOrphans`` looks for.
+    static let orphanMark = "IMGW_TEST_EJABBERD=1"
+
+    /// Kills nodes and epmds left behind by an earlier test run that was killed (their
+    /// parent is gone, so they were reparented to init): once per test process.
+    static let sweepOrphans: Void = {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return }
+        for entry in entries {
+            guard let pid = Int32(entry),
+                  let environment = try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(entry)/environ")),
+                  environment.split(separator: 0).contains(where: { String(decoding: $0, as: UTF8.self) == orphanMark }),
+                  let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")")
+            else { continue }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, fields[1] == "1" { kill(pid, SIGKILL) }
+        }
+    }()
 
     private static func launch(_ options: Options, epmd: TestEpmd?, cookie: String?) async throws -> TestEjabberd {
         let epmd = if let epmd { epmd } else { try await TestEpmd.start() }
@@ -104,7 +125,7 @@ final class TestEjabberd: Sendable {
                 "-s", "ejabberd",
             ])
         let log = LogBuffer()
-        guard await awaitOutput(of: process, containing: "Start accepting TCP connections at 127.0.0.1:\(port) for mod_mqtt", into: log, within: 60),
+        guard await awaitOutput(of: process, containing: listening(port), into: log, within: 60),
               !process.hasExited
         else {
             await process.end(SIGKILL)
@@ -130,6 +151,7 @@ final class TestEjabberd: Sendable {
     /// test's epmd, loopback only.
     private static func environment(epmd: TestEpmd, directory: URL) -> [String] {
         [
+            orphanMark,
             "HOME=\(directory.path)",
             "ERL_LIBS=\(libraries)",
             "ERL_INETRC=/etc/ejabberd/inetrc",
@@ -153,6 +175,38 @@ final class TestEjabberd: Sendable {
             ] + command)
         guard status == 0 else { throw TestError("ejabberdctl \(command.joined(separator: " ")) failed (\(status)): \(output)") }
         return output
+    }
+
+    /// Starts `count` nodes sharing an epmd and a cookie and joins them in one cluster (the
+    /// first node's); the gateway's account is cluster-wide.
+    static func cluster(_ count: Int = 2, _ options: Options = Options()) async throws -> [TestEjabberd] {
+        let first = try await start(options)
+        var nodes = [first]
+        for _ in 1..<count {
+            let node = try await start(options, epmd: first.epmd, cookie: first.cookie)
+            try await node.join(first)
+            nodes.append(node)
+        }
+        return nodes
+    }
+
+    /// Joins `other`'s cluster (`ejabberdctl join_cluster`): ejabberd restarts on this node
+    /// with the cluster's tables; returns once its MQTT listener accepts again.
+    func join(_ other: TestEjabberd) async throws {
+        let mark = log.length
+        try await ctl(["join_cluster", other.node])
+        guard await log.waitFor(Self.listening(port), since: mark, within: 60) else {
+            throw TestError("ejabberd \(node) did not come back after joining \(other.node): \(output)")
+        }
+        let members = try await ctl(["list_cluster"])
+        guard members.contains(other.node), members.contains(node) else {
+            throw TestError("\(node) is not in \(other.node)'s cluster: \(members)")
+        }
+    }
+
+    /// The line a node prints when its MQTT listener accepts connections.
+    private static func listening(_ port: Int) -> String {
+        "Start accepting TCP connections at 127.0.0.1:\(port) for mod_mqtt"
     }
 
     /// What the node printed so far.
@@ -186,7 +240,7 @@ final class TestEpmd: Sendable {
     static func start() async throws -> TestEpmd {
         let port = freePort()
         // -d: it says when it listens ("epmd running").
-        let process = try spawn("/usr/bin/epmd", ["-d", "-port", "\(port)", "-address", "127.0.0.1"])
+        let process = try spawn("/usr/bin/env", [TestEjabberd.orphanMark, "/usr/bin/epmd", "-d", "-port", "\(port)", "-address", "127.0.0.1"])
         let log = LogBuffer()
         guard await awaitOutput(of: process, containing: "epmd running", into: log, within: 10), !process.hasExited else {
             await process.end(SIGKILL)
