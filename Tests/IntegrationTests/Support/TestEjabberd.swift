@@ -166,13 +166,23 @@ final class TestEjabberd: Sendable {
     @discardableResult
     func ctl(_ command: [String]) async throws -> String {
         let name = "ctl-\(UInt32.random(in: 0...UInt32.max))@localhost"
-        let (status, output) = try await runCapturing(
+        let process = try spawn(
             "/usr/bin/env",
             Self.environment(epmd: epmd, directory: directory) + [
                 "/usr/bin/erl", "+S", "1:1", "+sbwt", "none", "-sname", name, "-setcookie", cookie, "-noinput", "-hidden",
                 "-kernel", "inet_dist_use_interface", "{127,0,0,1}",
                 "-s", "ejabberd_ctl", "-extra", node,
             ] + command)
+        // A command that cannot reach the node must not hold the test (nor the start gate).
+        let limit = Task {
+            try await Task.sleep(for: .seconds(30))
+            process.signal(SIGKILL)
+        }
+        var lines: [String] = []
+        for await line in process.lines { lines.append(line) }
+        let status = await process.waitForExit()
+        limit.cancel()
+        let output = lines.joined(separator: "\n")
         guard status == 0 else { throw TestError("ejabberdctl \(command.joined(separator: " ")) failed (\(status)): \(output)") }
         return output
     }
