@@ -3,7 +3,7 @@ import Testing
 
 /// imbench's MQTT paths against a real broker: they measure what they claim to (every message
 /// delivered once, CPU per message reported); no figure is asserted.
-@Suite("imbench against a real broker", .stopsWhatItStarts, .timeLimit(.minutes(2)))
+@Suite("imbench against a real broker", .stopsWhatItStarts, .serialized, .timeLimit(.minutes(2)))
 struct IMBenchTests {
     static var executable: String {
         URL(fileURLWithPath: IMGWProcess.executable).deletingLastPathComponent().appendingPathComponent("imbench").path
