@@ -48,6 +48,17 @@ final class RawLoopThread<Shared: Sendable>: Sendable {
         }
     }
 
+    /// Looks at ``shared`` every millisecond until `condition` holds (what the loop reports
+    /// has no waiter to resume: it is read, not awaited); throws `timedOut` after `seconds`.
+    func waitUntil(within seconds: Double, timedOut: @autoclosure () -> any Error, _ condition: (Shared) throws -> Bool) async throws {
+        let deadline = MonotonicClock.nanoseconds() + UInt64(seconds * 1e9)
+        while MonotonicClock.nanoseconds() < deadline {
+            if try condition(shared.withLock { $0 }) { return }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        throw timedOut()
+    }
+
     /// Wakes the loop from its poll.
     func wake() {
         var one: UInt64 = 1

@@ -128,14 +128,10 @@ final class RawMQTTClients: @unchecked Sendable {
             }
         }
         thread.start(name: "imbench-raw") { [self] in loop() }
-        let deadline = MonotonicClock.nanoseconds() + 10_000_000_000
-        while MonotonicClock.nanoseconds() < deadline {
-            let (connected, refusal) = thread.shared.withLock { ($0.connected, $0.refusal) }
-            if let refusal { throw BenchError("raw direct path: \(refusal)") }
-            if connected == pairs.count { return }
-            try await Task.sleep(for: .milliseconds(1))
+        try await thread.waitUntil(within: 10, timedOut: BenchError("raw direct path: no CONNACK or SUBACK within 10 s")) { control in
+            if let refusal = control.refusal { throw BenchError("raw direct path: \(refusal)") }
+            return control.connected == pairs.count
         }
-        throw BenchError("raw direct path: no CONNACK or SUBACK within 10 s")
     }
 
     /// Starts publishing: every publisher fills its window (or what the rate allows by now).

@@ -151,7 +151,7 @@ final class RawGroupClients: @unchecked Sendable {
             }
         }
         thread.start(name: "imbench-raw") { [self] in loop() }
-        try await waitFor("CONNACK or SUBACK", within: 30) { control in
+        try await thread.waitUntil(within: 30, timedOut: BenchError("raw group path: no CONNACK or SUBACK within 30 s")) { control in
             if let refusal = control.refusal { throw BenchError("raw group path: \(refusal)") }
             return control.ready == 1 + self.members.count
         }
@@ -162,7 +162,7 @@ final class RawGroupClients: @unchecked Sendable {
     func takeOffline() async throws {
         thread.shared.withLock { $0.takeOffline = true }
         wake()
-        try await waitFor("the offline members' DISCONNECT", within: 10) { $0.offlineDown }
+        try await thread.waitUntil(within: 10, timedOut: BenchError("raw group path: no DISCONNECT of the offline members within 10 s")) { $0.offlineDown }
     }
 
     /// Reconnects the offline members: what the broker queued for them arrives.
@@ -188,16 +188,6 @@ final class RawGroupClients: @unchecked Sendable {
             control.running = false
             control.stopping = true
         }
-    }
-
-    /// Polls `control` every few milliseconds until `condition` holds, or fails after `seconds`.
-    private func waitFor(_ what: String, within seconds: Double, _ condition: (Control) throws -> Bool) async throws {
-        let deadline = MonotonicClock.nanoseconds() + UInt64(seconds * 1e9)
-        while MonotonicClock.nanoseconds() < deadline {
-            if try condition(thread.shared.withLock { $0 }) { return }
-            try await Task.sleep(for: .milliseconds(2))
-        }
-        throw BenchError("raw group path: no \(what) within \(Int(seconds)) s")
     }
 
     private func wake() {
