@@ -29,6 +29,7 @@ struct ConnectionMailboxTests {
         case .published(let ticket, .success): "published \(ticket.messageID)#\(ticket.sequence)"
         case .published(let ticket, .failure(let error)): "refused \(ticket.messageID)#\(ticket.sequence): \(error)"
         case .lost(let reason): "lost: \(reason)"
+        case .presenceWatchChanged(let users): "presence watch changed: \(users)"
         }
     }
 

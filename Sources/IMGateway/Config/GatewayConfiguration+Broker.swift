@@ -23,12 +23,18 @@ extension GatewayConfiguration {
         public var sessionExpiry: Int
         /// `max_inflight`: unacknowledged QoS 1/2 publishes per session. Default 128.
         public var maxInflight: Int
+        /// `presence_probe`: a PRESENCE_WATCH (and a login, for the user's own devices) also asks
+        /// the watched user's online devices for their presence, through the broker, besides
+        /// reading their retained presence. It is for clusters whose nodes do not share retained
+        /// messages (ejabberd 23.01); elsewhere it only costs one QoS 0 message per watched user
+        /// and one per online device of it. Default true.
+        public var presenceProbe: Bool
 
         /// Creates broker settings with the defaults.
         public init(
             url: String? = nil, username: String? = nil, password: String? = nil, caFile: String? = nil,
             certFile: String? = nil, keyFile: String? = nil, tlsInsecure: Bool = false, keepalive: Int = 30,
-            sessionExpiry: Int = 604_800, maxInflight: Int = 128
+            sessionExpiry: Int = 604_800, maxInflight: Int = 128, presenceProbe: Bool = true
         ) {
             self.url = url
             self.username = username
@@ -40,6 +46,7 @@ extension GatewayConfiguration {
             self.keepalive = keepalive
             self.sessionExpiry = sessionExpiry
             self.maxInflight = maxInflight
+            self.presenceProbe = presenceProbe
         }
 
         /// `url` parsed, or `nil` when it is not set or not valid (``validate()`` reports it).
@@ -54,6 +61,7 @@ extension GatewayConfiguration {
             case keepalive
             case sessionExpiry = "session_expiry"
             case maxInflight = "max_inflight"
+            case presenceProbe = "presence_probe"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -70,6 +78,7 @@ extension GatewayConfiguration {
             self.keepalive = try c.value(.keepalive, or: d.keepalive)
             self.sessionExpiry = try c.value(.sessionExpiry, or: d.sessionExpiry)
             self.maxInflight = try c.value(.maxInflight, or: d.maxInflight)
+            self.presenceProbe = try c.value(.presenceProbe, or: d.presenceProbe)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -84,6 +93,7 @@ extension GatewayConfiguration {
             try c.encode(self.keepalive, forKey: .keepalive)
             try c.encode(self.sessionExpiry, forKey: .sessionExpiry)
             try c.encode(self.maxInflight, forKey: .maxInflight)
+            try c.encode(self.presenceProbe, forKey: .presenceProbe)
         }
     }
 

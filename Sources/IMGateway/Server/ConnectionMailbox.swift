@@ -16,6 +16,10 @@ final class ConnectionMailbox: Sendable {
         case published(ChatTicket, Result<Void, MosquittoError>)
         /// The MQTT connection ended.
         case lost(LossReason)
+        /// The device starts or stops watching these users' presence (posted before the
+        /// SUBSCRIBE or UNSUBSCRIBE): what it was told of them is forgotten, so that a new
+        /// watch's snapshot is told again.
+        case presenceWatchChanged([String])
     }
 
     /// What a chat message's ACK needs once the broker has it.

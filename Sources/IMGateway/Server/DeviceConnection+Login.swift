@@ -68,7 +68,7 @@ extension DeviceConnection {
             if !resumed {
                 // A new session has nothing queued: subscribe before LOGIN_OK, so nothing
                 // sent to the device after its login can miss it.
-                try await session.subscribeAndAnnounce()
+                try await session.subscribeAndAnnounce(probeOwnDevices: gateway.configuration.broker.presenceProbe)
             }
             return .opened(session, registration: registration, resumed: resumed, expiresAt: expiresAt, brokerFit: fit)
         } catch {
@@ -173,12 +173,13 @@ extension DeviceConnection {
 
     /// LOGIN_OK, then deliveries flow.
     func completeLogin(_ session: any DeviceSession, resumed: Bool, expiresAt: Date, brokerFit: BrokerFit) {
-        guard let context = channelContext, let loginHeader = machine.loginHeader else { return }
+        guard let context = channelContext, let loginHeader = machine.loginHeader, let mailbox else { return }
         let sessionID = machine.sessionID
         logger[metadataKey: "user"] = "\(session.user)"
         logger[metadataKey: "device"] = "\(session.device)"
         let sender = FrameSender(channel: context.channel, sequence: sequence, sessionID: sessionID)
-        let requests = DeviceRequests(session: session, context: gateway, brokerFit: brokerFit, sender: sender, logger: logger)
+        let requests = DeviceRequests(
+            session: session, context: gateway, brokerFit: brokerFit, sender: sender, mailbox: mailbox, logger: logger)
         self.requests = requests
         admission?.loggedIn()
         send(.loginOK(LoginOK(
@@ -192,9 +193,10 @@ extension DeviceConnection {
             // The broker kept the session (and its subscriptions); queued messages may hold
             // our writes until the device ACKs them, so this runs alongside deliveries.
             let logger = self.logger
+            let probe = gateway.configuration.broker.presenceProbe
             lane.submit {
                 do {
-                    try await session.subscribeAndAnnounce()
+                    try await session.subscribeAndAnnounce(probeOwnDevices: probe)
                 } catch MosquittoError.closed, MosquittoError.connectionLost {
                     // The session ended meanwhile (logout, drop, shutdown), or the MQTT
                     // connection did, which closes the device's connection on its own.

@@ -174,9 +174,12 @@ extension DeviceConnection {
         let chats = takeChatsToStart()
         let receiptsNow = !delivered.isEmpty && (receiptsDue || delivered.count >= Self.receiptBatch)
         if !delivered.isEmpty && !receiptsNow { scheduleReceipts() }
-        guard !(chats.isEmpty && acknowledgements.isEmpty && !receiptsNow) else { return }
-        let batch = UplinkBatch(acknowledgements: acknowledgements, receipts: receiptsNow ? takeReceipts(session) : [], chats: chats)
+        guard !(chats.isEmpty && acknowledgements.isEmpty && !receiptsNow && presenceProbes.isEmpty) else { return }
+        let batch = UplinkBatch(
+            acknowledgements: acknowledgements, receipts: receiptsNow ? takeReceipts(session) : [], chats: chats,
+            presenceAnswers: presenceProbes.map(session.presenceAnswer(to:)))
         acknowledgements = []
+        presenceProbes = []
         session.send(batch, mailbox: mailbox, logger: logger)
     }
 
@@ -257,6 +260,8 @@ extension DeviceConnection {
                 receive(message, kind)
             case .published(let ticket, let outcome):
                 settle(ticket, outcome, timestamp: timestamp)
+            case .presenceWatchChanged(let users):
+                presenceTold.forget(users: users)
             case .lost(let reason):
                 // The MQTT connection ending (broker gone, session taken over at the
                 // broker) ends the device connection: the device reconnects.
@@ -357,20 +362,10 @@ extension DeviceConnection {
             }
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)
         case .signal:
-            // Typing: dropped when older than its lifetime (held up somewhere); a newer state
-            // of the same sender and conversation replaces a queued one.
-            guard let payload = try? PayloadCodec.decode(TypingPayload.self, from: message.payload), let notice = try? payload.notice(),
-                  unixMilliseconds() <= payload.ts + UInt64(TypingState.lifetime) * 1000
-            else { return }
-            downlink.enqueue(DownlinkEntry(message: .typing(notice)), class: .presence, coalescingKey: "typing/\(notice.from ?? "")/\(notice.group ?? "")")
-        case .presence(let user, let device) where user == session.user:
-            // The user's own devices, for carbons: one with a presence has a session.
-            if device != session.device {
-                if message.payload.isEmpty { ownDevices.remove(device) } else { ownDevices.insert(device) }
-            }
-            if requests?.quota.ownPresenceWatched.load(ordering: .relaxed) == true { forwardPresence(message, user: user) }
-        case .presence(let user, _):
-            forwardPresence(message, user: user)
+            signal(message, session)
+        case .presence(let user, let device):
+            let payload = message.payload.isEmpty ? nil : try? PayloadCodec.decode(PresencePayload.self, from: message.payload)
+            presence(payload, user: user, device: device, session)
         case .receipts:
             // (Acknowledged at once on the MQTT loop: MosquittoDeviceSession.attach(to:).) Not for a
             // device that logged in with RECEIPT_NOTICES = 0.
@@ -382,13 +377,42 @@ extension DeviceConnection {
         }
     }
 
-    /// A watched device's retained "online"/"offline" as a PRESENCE notice; an empty retained
-    /// payload (a cleared presence) carries nothing to tell.
-    private func forwardPresence(_ message: MosquittoMessage, user: String) {
-        if !message.payload.isEmpty, let payload = try? PayloadCodec.decode(PresencePayload.self, from: message.payload),
-           let notice = try? payload.notice(user: user) {
-            downlink.enqueue(DownlinkEntry(message: .presence(notice)), class: .presence, coalescingKey: message.topic)
+    /// A message on a signal topic: a typing state, a presence probe from another device, or
+    /// a device's answer to this one's probe.
+    private func signal(_ message: MosquittoMessage, _ session: any DeviceSession) {
+        if let payload = try? PayloadCodec.decode(TypingPayload.self, from: message.payload) {
+            // Typing: dropped when older than its lifetime (held up somewhere); a newer state
+            // of the same sender and conversation replaces a queued one.
+            guard let notice = try? payload.notice(), unixMilliseconds() <= payload.ts + UInt64(TypingState.lifetime) * 1000 else { return }
+            downlink.enqueue(DownlinkEntry(message: .typing(notice)), class: .presence, coalescingKey: "typing/\(notice.from ?? "")/\(notice.group ?? "")")
+        } else if let probe = try? PayloadCodec.decode(PresenceProbePayload.self, from: message.payload), probe.isValid {
+            // Answered with the next uplink batch; one answer per asking device and batch.
+            guard probe.from != session.user || probe.device != session.device, !presenceProbes.contains(probe),
+                  presenceProbes.count < Self.presenceProbeBatch
+            else { return }
+            presenceProbes.append(probe)
+        } else if let answer = try? PayloadCodec.decode(PresenceAnswerPayload.self, from: message.payload),
+                  answer.to == session.device, IMIdentifier.isValid(answer.user), IMIdentifier.isValid(answer.presence.device) {
+            presence(answer.presence, user: answer.user, device: answer.presence.device, session)
         }
+    }
+
+    /// A device's presence (`nil`: cleared or unreadable), retained or live or in a probe's
+    /// answer. For the user's own devices it says whether there is another to send carbons
+    /// to (one with a presence has a session); it becomes a PRESENCE notice for a watched
+    /// user (the own user only when the device watches it), unless the device was told
+    /// this same presence already.
+    private func presence(_ payload: PresencePayload?, user: String, device: String, _ session: any DeviceSession) {
+        if user == session.user {
+            if device != session.device {
+                if payload == nil { ownDevices.remove(device) } else { ownDevices.insert(device) }
+            }
+            guard requests?.quota.ownPresenceWatched.load(ordering: .relaxed) == true else { return }
+        }
+        guard let payload, payload.device == device, let notice = try? payload.notice(user: user),
+              presenceTold.isNews(user: user, payload)
+        else { return }
+        downlink.enqueue(DownlinkEntry(message: .presence(notice)), class: .presence, coalescingKey: "presence/\(user)/\(device)")
     }
 
     /// Writes queued frames in priority order while the socket takes them. When the device

@@ -71,6 +71,14 @@ final class DeviceConnection: ChannelDuplexHandler {
     /// The user's other devices that have a session (a retained presence): carbons are made
     /// only when there is one.
     var ownDevices: Set<String> = []
+    /// The last presence told to the device, per watched device (``PresenceMemory``): the
+    /// same presence, retained and in a probe's answer, is told once.
+    var presenceTold = PresenceMemory()
+    /// Presence probes to answer with the next uplink batch (at most ``presenceProbeBatch``).
+    var presenceProbes: [PresenceProbePayload] = []
+    /// The most probes answered per uplink batch: a flood of probes costs the broker no more
+    /// than this many answers per mailbox batch.
+    static let presenceProbeBatch = 64
     /// ACKed chat deliveries whose "delivered" receipt is not published yet.
     var delivered: [PendingDeliveries.Origin] = []
     /// Set while `delivered` waits for ``receiptWindow`` to pass.

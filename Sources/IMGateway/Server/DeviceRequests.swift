@@ -34,6 +34,9 @@ struct DeviceRequests: Sendable {
     let session: any DeviceSession
     let context: GatewayContext
     let sender: FrameSender
+    /// The connection's mailbox, for what its event loop must see in order with the
+    /// broker's messages.
+    let mailbox: ConnectionMailbox
     let logger: Logger
     /// What the device holds of `limits.max_subscriptions` and `max_watches`.
     let quota: Quota
@@ -52,11 +55,15 @@ struct DeviceRequests: Sendable {
         }
     }
 
-    init(session: any DeviceSession, context: GatewayContext, brokerFit: BrokerFit, sender: FrameSender, logger: Logger) {
+    init(
+        session: any DeviceSession, context: GatewayContext, brokerFit: BrokerFit, sender: FrameSender,
+        mailbox: ConnectionMailbox, logger: Logger
+    ) {
         self.session = session
         self.context = context
         self.brokerFit = brokerFit
         self.sender = sender
+        self.mailbox = mailbox
         self.logger = logger
         self.quota = Quota(context.configuration.limits)
     }
@@ -92,6 +99,7 @@ struct DeviceRequests: Sendable {
                 return limitReached(header, "at most \(context.configuration.limits.maxWatches) watched users per device")
             }
             if users.contains(me) { quota.ownPresenceWatched.store(true, ordering: .relaxed) }
+            mailbox.post(.presenceWatchChanged(users))
             let results: [MosquittoClient.SubscriptionResult]
             do {
                 results = try await session.subscribe(users.map { .init(context.topics.presenceFilter(user: $0), qos: .atLeastOnce) })
@@ -101,10 +109,14 @@ struct DeviceRequests: Sendable {
             }
             let rejected = zip(users, results).filter { if case .rejected = $0.1 { true } else { false } }.map(\.0)
             if !rejected.isEmpty { quota.state.withLock { $0.release(watches: rejected, .presence) } }
+            // (The user's own devices too: their retained presence on another node misses
+            // this session's filter just the same.)
+            await probePresence(of: users.filter { !rejected.contains($0) })
             sender.reply(rejected.isEmpty ? Ack(sequence: header.sequence) : Ack.refusing(sequence: header.sequence, code: .forbidden), to: header)
         case .unwatch(let users):
             // The user's own presence stays subscribed (carbons); its notices stop.
             if users.contains(me) { quota.ownPresenceWatched.store(false, ordering: .relaxed) }
+            mailbox.post(.presenceWatchChanged(users))
             try await session.unsubscribe(users.filter { IMIdentifier.isValid($0) && $0 != me }.map { context.topics.presenceFilter(user: $0) })
             quota.state.withLock { $0.release(watches: users, .presence) }
             sender.reply(Ack(sequence: header.sequence), to: header)
@@ -156,6 +168,19 @@ struct DeviceRequests: Sendable {
             try await groupChat(chat, carbon: carbon, header: header)
         case .typing(let typing):
             try await self.typing(typing, header: header)
+        }
+    }
+
+    /// Asks the online devices of `users` for their presence (`broker.presence_probe`): on a
+    /// cluster whose nodes keep retained messages apart, the retained presence published
+    /// through another node does not reach the new subscription, but their answers do. The
+    /// watch stands without them: a failure is logged.
+    private func probePresence(of users: [String]) async {
+        guard context.configuration.broker.presenceProbe, !users.isEmpty else { return }
+        do {
+            try await session.publishAll(session.presenceProbes(users), window: brokerFit.publishWindow)
+        } catch {
+            logger.notice("presence probes not published", metadata: ["error": "\(error)", "users": "\(users.count)"])
         }
     }
 

@@ -18,6 +18,9 @@ protocol DeviceSession: AnyObject, Sendable {
     var topics: GatewayTopics { get }
     /// This gateway's id, in presence payloads.
     var gatewayID: String { get }
+    /// When the session was made for the login, Unix milliseconds: the `ts` of its "online"
+    /// presence (retained, and in answers to probes) and of its will.
+    var loginTime: UInt64 { get }
     /// Signs what this session publishes for other gateways, checks what it receives.
     var authenticator: MessageAuthenticator { get }
 
@@ -49,8 +52,10 @@ extension DeviceSession {
     /// Subscribes to the device's inbox (No Local: the carbons this session publishes there are
     /// for the user's other devices), receipts, typing signals and the presence of the user's
     /// own devices (whether there is another to send carbons to), and publishes "online"
-    /// (retained).
-    func subscribeAndAnnounce() async throws {
+    /// (retained). With `probeOwnDevices`, it then asks the user's other online devices for
+    /// their presence (``presenceProbes(_:)``): on a cluster whose nodes keep retained
+    /// messages apart, theirs may not reach this subscription.
+    func subscribeAndAnnounce(probeOwnDevices: Bool) async throws {
         let results = try await subscribe([
             .init(topics.inbox(user: user), qos: .atLeastOnce, options: SubscribeOptions(noLocal: true)),
             .init(topics.receipts(user: user), qos: .atLeastOnce),
@@ -63,14 +68,43 @@ extension DeviceSession {
             }
         }
         try await publish(presence(.online))
+        if probeOwnDevices { try await publish(presenceProbes([user])[0]) }
+    }
+
+    /// This device's presence: "online" carries the login time, "offline" the time now.
+    func presencePayload(_ status: PresencePayload.Status) -> PresencePayload {
+        PresencePayload(status: status, device: device, ts: status == .online ? loginTime : unixMilliseconds(), gateway: gatewayID)
     }
 
     /// This device's retained presence.
     func presence(_ status: PresencePayload.Status) -> OutgoingPublish {
-        let payload = PresencePayload(status: status, device: device, ts: unixMilliseconds(), gateway: gatewayID)
-        return OutgoingPublish(
-            topic: topics.presence(user: user, device: device), payload: PayloadCodec.encode(payload),
+        OutgoingPublish(
+            topic: topics.presence(user: user, device: device), payload: PayloadCodec.encode(presencePayload(status)),
             qos: .atLeastOnce, retain: true, properties: .gateway(sender: user))
+    }
+
+    /// A ``PresenceProbePayload`` to each of `users`' online devices (on the user's signal
+    /// topic, QoS 0, expiring after ``presenceProbeExpiry``): each answers this device
+    /// (``presenceAnswer(to:)``).
+    func presenceProbes(_ users: [String]) -> [OutgoingPublish] {
+        let bytes = PayloadCodec.encode(PresenceProbePayload(from: user, device: device))
+        return users.map { signal(to: $0, bytes) }
+    }
+
+    /// This device's "online" for the device that sent `probe`, on its user's signal topic.
+    func presenceAnswer(to probe: PresenceProbePayload) -> OutgoingPublish {
+        signal(to: probe.from, PayloadCodec.encode(PresenceAnswerPayload(presence: presencePayload(.online), user: user, to: probe.device)))
+    }
+
+    /// How long a probe or an answer may wait in the broker, in seconds: both are for devices
+    /// online now.
+    static var presenceProbeExpiry: UInt32 { 10 }
+
+    private func signal(to recipient: String, _ bytes: [UInt8]) -> OutgoingPublish {
+        let topic = topics.signal(user: recipient)
+        return OutgoingPublish(
+            topic: topic, payload: bytes, qos: .atMostOnce,
+            properties: .gateway(sender: user, expiry: Self.presenceProbeExpiry, tag: authenticator.tag(topic: topic, payload: bytes)))
     }
 
     /// A chat message for the recipient's inbox. The sender is always this session's user,

@@ -10,6 +10,7 @@ final class MosquittoDeviceSession: DeviceSession {
     let user: String
     let device: String
     let receiptNotices: Bool
+    let loginTime = unixMilliseconds()
     let client: MosquittoClient
     /// The gateway's shared parts (one reference per session, not copies: a session is
     /// kept for every logged-in device).
@@ -39,7 +40,7 @@ final class MosquittoDeviceSession: DeviceSession {
         configuration.receiveMaximum = UInt16(clamping: max(1, context.configuration.limits.maxUnackedDeliveries))
         configuration.will = MosquittoClient.Will(
             topic: context.topics.presence(user: user, device: device),
-            payload: PayloadCodec.encode(PresencePayload(status: .offline, device: device, ts: unixMilliseconds(), gateway: context.gatewayID)),
+            payload: PayloadCodec.encode(PresencePayload(status: .offline, device: device, ts: loginTime, gateway: context.gatewayID)),
             qos: .atLeastOnce,
             retain: true,
             properties: .gateway(sender: user))
@@ -51,7 +52,7 @@ final class MosquittoDeviceSession: DeviceSession {
     ///
     /// With a resumed session, queued messages follow CONNACK at once and, under
     /// ack-through, hold everything this client queues until the device ACKs them: so
-    /// deliveries must already flow to the device before `subscribeAndAnnounce()` is
+    /// deliveries must already flow to the device before `subscribeAndAnnounce(probeOwnDevices:)` is
     /// awaited.
     func connect() async throws -> MosquittoClient.ConnectResult {
         try await context.connectGate.run { try await client.connect() }
@@ -91,7 +92,7 @@ final class MosquittoDeviceSession: DeviceSession {
         client.perform { client in
             if !batch.acknowledgements.isEmpty { client.acknowledge(deliveryIDs: batch.acknowledgements) }
             for (receipt, messageID) in batch.receipts {
-                receipt.startLogged(on: client, logger: logger, what: "delivered receipt", messageID: messageID)
+                receipt.startLogged(on: client, logger: logger, what: "delivered receipt", metadata: ["message-id": "\(messageID)"])
             }
             for chat in batch.chats {
                 do {
@@ -99,7 +100,10 @@ final class MosquittoDeviceSession: DeviceSession {
                 } catch {
                     mailbox.post(.published(chat.ticket, .failure(error as? MosquittoError ?? .closed)))
                 }
-                chat.carbon?.startLogged(on: client, logger: logger, what: "carbon", messageID: chat.ticket.messageID)
+                chat.carbon?.startLogged(on: client, logger: logger, what: "carbon", metadata: ["message-id": "\(chat.ticket.messageID)"])
+            }
+            for answer in batch.presenceAnswers {
+                answer.startLogged(on: client, logger: logger, what: "presence answer", metadata: ["topic": "\(answer.topic)"])
             }
         }
     }

@@ -12,10 +12,10 @@ struct OutgoingPublish: Sendable, Hashable {
     var properties: MQTTProperties = MQTTProperties()
 
     /// Hands it to `client` when nobody waits for the outcome: a failure is logged as
-    /// "`what` not published" with `messageID`.
-    func startLogged(on client: isolated MosquittoClient, logger: Logger, what: String, messageID: String) {
+    /// "`what` not published" with `metadata`.
+    func startLogged(on client: isolated MosquittoClient, logger: Logger, what: String, metadata: Logger.Metadata) {
         let failed: @Sendable (any Error) -> Void = { error in
-            logger.notice("\(what) not published", metadata: ["error": "\(error)", "message-id": "\(messageID)"])
+            logger.notice("\(what) not published", metadata: metadata.merging(["error": "\(error)"]) { $1 })
         }
         do {
             try start(on: client) { if case .failure(let error) = $0 { failed(error) } }
@@ -114,8 +114,10 @@ struct UplinkBatch: Sendable {
     var receipts: [(publish: OutgoingPublish, messageID: String)] = []
     /// Chat messages; each outcome is posted to the mailbox as `.published`.
     var chats: [ChatStart] = []
+    /// Answers to presence probes (QoS 0), started after the rest.
+    var presenceAnswers: [OutgoingPublish] = []
 
-    var isEmpty: Bool { acknowledgements.isEmpty && receipts.isEmpty && chats.isEmpty }
+    var isEmpty: Bool { acknowledgements.isEmpty && receipts.isEmpty && chats.isEmpty && presenceAnswers.isEmpty }
 }
 
 /// A chat message ready to publish, and what its ACK needs.

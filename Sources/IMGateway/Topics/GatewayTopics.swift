@@ -8,7 +8,7 @@ import IMWire
 /// | `{prefix}/u/{user}/presence/{device}` | retained presence of one device (``PresencePayload``) |
 /// | `{prefix}/u/{user}/location` | location stream, last fix retained (``LocationPayload``) |
 /// | `{prefix}/u/{user}/receipts` | receipts for the user's messages (``ReceiptPayload``) |
-/// | `{prefix}/u/{user}/signal` | typing states for the user's online devices (``TypingPayload``), QoS 0 |
+/// | `{prefix}/u/{user}/signal` | for the user's online devices, QoS 0: typing states (``TypingPayload``), presence probes and answers (``PresenceProbePayload``, ``PresenceAnswerPayload``) |
 /// | `{prefix}/g/{group}/members/{user}` | retained: `user` is a member of `group` (``GroupMemberPayload``) |
 /// | `{prefix}/{space}/...` | clients' generic pub/sub |
 /// | `{prefix}/$gateway/{id}/stats` | the gateway's counters (``StatsPayload``) |
@@ -94,7 +94,8 @@ public struct GatewayTopics: Sendable, Hashable {
     /// `{prefix}/u/{user}/location`: the user's location stream; the last fix is retained.
     public func location(user: String) -> String { self.userTopic(user, "location") }
 
-    /// `{prefix}/u/{user}/signal`: typing states for `user`'s online devices (QoS 0).
+    /// `{prefix}/u/{user}/signal`: typing states, presence probes and their answers for
+    /// `user`'s online devices (QoS 0).
     public func signal(user: String) -> String { self.userTopic(user, "signal") }
 
     /// `{prefix}/g/{group}/members/{user}`: retained while `user` is a member of `group`.

@@ -22,6 +22,7 @@ final class FakeDeviceSession: DeviceSession {
     let receiptNotices: Bool
     let topics: GatewayTopics
     let gatewayID = "gw-test"
+    let loginTime = unixMilliseconds()
     let authenticator = MessageAuthenticator(secret: "fake-session-secret")
     /// Everything the connection asked, in order.
     let calls: AsyncStream<Call>
@@ -53,6 +54,9 @@ final class FakeDeviceSession: DeviceSession {
 
     func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger) {
         record.yield(.send(acknowledgements: batch.acknowledgements, receipts: batch.receipts.map(\.publish), chats: batch.chats.map(\.publish)))
+        // Carbons and answers to presence probes, as the publishes they are.
+        for carbon in batch.chats.compactMap(\.carbon) { record.yield(.publish(carbon)) }
+        for answer in batch.presenceAnswers { record.yield(.publish(answer)) }
         let failure = chatFailure.withLock { $0 }
         for chat in batch.chats {
             mailbox.post(.published(chat.ticket, failure.map { .failure($0) } ?? .success(())))
