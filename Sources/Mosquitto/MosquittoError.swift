@@ -17,6 +17,8 @@ public struct ReasonCode: RawRepresentable, Hashable, Sendable, CustomStringConv
     public static let unspecifiedError = ReasonCode(0x80)
     public static let notAuthorized = ReasonCode(0x87)
     public static let badUsernameOrPassword = ReasonCode(0x86)
+    public static let serverUnavailable = ReasonCode(0x88)
+    public static let serverBusy = ReasonCode(0x89)
     public static let serverShuttingDown = ReasonCode(0x8B)
     public static let keepAliveTimeout = ReasonCode(0x8D)
     public static let sessionTakenOver = ReasonCode(0x8E)

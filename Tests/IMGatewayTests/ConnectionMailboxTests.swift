@@ -21,6 +21,9 @@ struct ConnectionMailboxTests {
         .published(ConnectionMailbox.ChatTicket(messageID: messageID, fingerprint: ChatFingerprint(rawValue: 0), sequence: sequence, sessionID: session, serverTime: 0), .success(()))
     }
 
+    /// The session the losses come from.
+    static let session = ObjectIdentifier(ConnectionMailbox.self)
+
     /// A comparable name for a piece of mail.
     static func label(_ mail: ConnectionMailbox.Mail) -> String {
         switch mail {
@@ -28,7 +31,7 @@ struct ConnectionMailboxTests {
         case .message(let message, let kind): "message \(message.payloadString) (\(String(describing: kind)))"
         case .published(let ticket, .success): "published \(ticket.messageID)#\(ticket.sequence)"
         case .published(let ticket, .failure(let error)): "refused \(ticket.messageID)#\(ticket.sequence): \(error)"
-        case .lost(let reason): "lost: \(reason)"
+        case .lost(let reason, _): "lost: \(reason)"
         case .presenceWatchChanged(let users): "presence watch changed: \(users)"
         }
     }
@@ -42,7 +45,7 @@ struct ConnectionMailboxTests {
         #expect(wakes.value == 1)
         mailbox.post(Self.message("m2"))
         mailbox.post(Self.published("c1", sequence: 7))
-        mailbox.post(.lost(.aborted))
+        mailbox.post(.lost(.aborted, session: Self.session))
         #expect(wakes.value == 1, "the reader was already told: one wake per batch")
     }
 
@@ -57,7 +60,7 @@ struct ConnectionMailboxTests {
             ConnectionMailbox.ChatTicket(messageID: "c2", fingerprint: ChatFingerprint(rawValue: 0), sequence: 2, sessionID: 1, serverTime: 0),
             .failure(.publishRejected(.notAuthorized))))
         mailbox.post(Self.message("b"))
-        mailbox.post(.lost(.broker(.sessionTakenOver)))
+        mailbox.post(.lost(.broker(.sessionTakenOver), session: Self.session))
         let taken = mailbox.take().map(Self.label)
         #expect(taken == [
             "message a for bob",
@@ -83,7 +86,7 @@ struct ConnectionMailboxTests {
         #expect(mailbox.take().map(Self.label) == ["message 2 for bob", "message 3 for bob"])
         // An extra take of an empty box changes nothing: the next post still wakes once.
         #expect(mailbox.take().isEmpty)
-        mailbox.post(.lost(.normal))
+        mailbox.post(.lost(.normal, session: Self.session))
         #expect(wakes.value == 3)
         #expect(mailbox.take().map(Self.label) == ["lost: \(LossReason.normal)"])
     }
@@ -98,7 +101,7 @@ struct ConnectionMailboxTests {
         #expect(mailbox.take().isEmpty, "close drops mail not taken yet")
         mailbox.post(Self.message("after"))
         mailbox.post(Self.published("c1", sequence: 1))
-        mailbox.post(.lost(.aborted))
+        mailbox.post(.lost(.aborted, session: Self.session))
         #expect(wakes.value == 1, "a closed box never wakes")
         #expect(mailbox.take().isEmpty, "a closed box keeps nothing")
         mailbox.close()  // closing twice is harmless

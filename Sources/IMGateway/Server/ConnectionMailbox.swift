@@ -14,8 +14,10 @@ final class ConnectionMailbox: Sendable {
         case message(MosquittoMessage, GatewayTopics.Kind?)
         /// The broker has (or refused) a chat message the device sent.
         case published(ChatTicket, Result<Void, MosquittoError>)
-        /// The MQTT connection ended.
-        case lost(LossReason)
+        /// The MQTT connection of the session `session` (its `ObjectIdentifier`) ended. A
+        /// login that tries CONNECT again makes a new session for it; the refused one's
+        /// loss is not the connection's.
+        case lost(LossReason, session: ObjectIdentifier)
         /// The device starts or stops watching these users' presence (posted before the
         /// SUBSCRIBE or UNSUBSCRIBE): what it was told of them is forgotten, so that a new
         /// watch's snapshot is told again.

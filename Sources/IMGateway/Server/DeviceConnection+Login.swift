@@ -55,33 +55,46 @@ extension DeviceConnection {
         case .failure(let refusal): return .refused(refusal.code, refusal.message)
         }
         let expiresAt = token.expiresAt
-        let session = gateway.makeSession(user: user, device: device, receiptNotices: request.receiptNotices ?? true)
-        // Before connecting: a resumed session's queued messages follow CONNACK at once.
-        await session.attach(to: mailbox)
+        let receiptNotices = request.receiptNotices ?? true
         let issuedAt = token.issuedAt.map { Int64($0.timeIntervalSince1970.rounded(.down)) }
         let registration = await gateway.registry.register(user: user, device: device, issuedAt: issuedAt, end: end)
-        do {
-            let connected = try await session.connect()
-            let fit = gateway.brokerAnnounced(connected.capabilities, persistent: true)
-            guard fit.isUsable else { throw LoginFailure.brokerUnfit(fit.refusal) }
-            let resumed = connected.sessionPresent
-            if !resumed {
-                // A new session has nothing queued: subscribe before LOGIN_OK, so nothing
-                // sent to the device after its login can miss it.
-                try await session.subscribeAndAnnounce(probeOwnDevices: gateway.configuration.broker.presenceProbe)
+        var logger = logger
+        logger[metadataKey: "user"] = "\(user)"
+        logger[metadataKey: "device"] = "\(device)"
+        var retry = ConnectRetry(deadline: .now + .seconds(gateway.configuration.limits.loginTimeout))
+        while true {
+            let session = gateway.makeSession(user: user, device: device, receiptNotices: receiptNotices)
+            // Before connecting: a resumed session's queued messages follow CONNACK at once.
+            await session.attach(to: mailbox)
+            do {
+                let connected = try await session.connect()
+                let fit = gateway.brokerAnnounced(connected.capabilities, persistent: true)
+                guard fit.isUsable else { throw LoginFailure.brokerUnfit(fit.refusal) }
+                let resumed = connected.sessionPresent
+                if !resumed {
+                    // A new session has nothing queued: subscribe before LOGIN_OK, so nothing
+                    // sent to the device after its login can miss it.
+                    try await session.subscribeAndAnnounce(probeOwnDevices: gateway.configuration.broker.presenceProbe)
+                }
+                if retry.tries > 1 { logger.notice("the broker took the session", metadata: ["tries": "\(retry.tries)"]) }
+                return .opened(session, registration: registration, resumed: resumed, expiresAt: expiresAt, brokerFit: fit)
+            } catch {
+                await session.end(.takenOver)
+                if let delay = retry.delay(after: error, now: .now) {
+                    logger.notice("the broker refused the session; trying again", metadata: [
+                        "error": "\(error)", "tries": "\(retry.tries - 1)", "delay": "\(delay)",
+                    ])
+                    try? await Task.sleep(for: delay)
+                    continue
+                }
+                // A broker that cannot carry imgw may refuse the session's CONNECT itself (its
+                // will is retained): the reason found in a CONNACK that got through says more.
+                let unfit = gateway.brokerFit.flatMap { $0.isUsable ? nil : $0.refusal }
+                logger.error("cannot open the MQTT session", metadata: ["error": "\(error)", "broker": "\(gateway.broker)", "tries": "\(retry.tries)"])
+                await gateway.registry.unregister(user: user, device: device, id: registration)
+                let tried = retry.tries > 1 ? " (\(retry.tries) tries)" : ""
+                return .brokerFailed(unfit ?? "\(error)\(tried)")
             }
-            return .opened(session, registration: registration, resumed: resumed, expiresAt: expiresAt, brokerFit: fit)
-        } catch {
-            var logger = logger
-            logger[metadataKey: "user"] = "\(user)"
-            logger[metadataKey: "device"] = "\(device)"
-            // A broker that cannot carry imgw may refuse the session's CONNECT itself (its will
-            // is retained): the reason found in a CONNACK that got through says more.
-            let unfit = gateway.brokerFit.flatMap { $0.isUsable ? nil : $0.refusal }
-            logger.error("cannot open the MQTT session", metadata: ["error": "\(error)", "broker": "\(gateway.broker)"])
-            await session.end(.takenOver)
-            await gateway.registry.unregister(user: user, device: device, id: registration)
-            return .brokerFailed(unfit ?? "\(error)")
         }
     }
 

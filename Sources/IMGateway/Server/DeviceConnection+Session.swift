@@ -262,10 +262,18 @@ extension DeviceConnection {
                 settle(ticket, outcome, timestamp: timestamp)
             case .presenceWatchChanged(let users):
                 presenceTold.forget(users: users)
-            case .lost(let reason):
-                // The MQTT connection ending (broker gone, session taken over at the
-                // broker) ends the device connection: the device reconnects.
-                perform(machine.handle(.brokerLost(sessionLost(reason))))
+            case .lost(let reason, let lost):
+                guard let session, ObjectIdentifier(session) == lost else { continue }
+                if case .broker(.sessionTakenOver) = reason {
+                    // The device logged in through another gateway (or broker node): KICK
+                    // SESSION_TAKEN_OVER, as for a second login here, so it does not come back.
+                    if machine.isLoggedIn { logger.info("session taken over at the broker: the device logged in elsewhere") }
+                    perform(machine.handle(.takenOver))
+                } else {
+                    // The MQTT connection ending (broker gone, session expired or refused)
+                    // ends the device connection: the device reconnects.
+                    perform(machine.handle(.brokerLost(sessionLost(reason))))
+                }
             }
         }
         writeDownlink()

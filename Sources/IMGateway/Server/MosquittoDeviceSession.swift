@@ -83,8 +83,9 @@ final class MosquittoDeviceSession: DeviceSession {
             default: return .now
             }
         }
+        let id = ObjectIdentifier(self)
         await client.reportEvents { event in
-            if case .disconnected(let reason) = event { mailbox.post(.lost(reason)) }
+            if case .disconnected(let reason) = event { mailbox.post(.lost(reason, session: id)) }
         }
     }
 

@@ -95,7 +95,7 @@ final class FakeDeviceSession: DeviceSession {
     /// The MQTT connection ends.
     func lose(_ reason: LossReason) {
         let mailbox = self.mailbox.withLock { $0 }
-        mailbox?.post(.lost(reason))
+        mailbox?.post(.lost(reason, session: ObjectIdentifier(self)))
     }
 }
 
