@@ -354,22 +354,47 @@ public actor MosquittoClient {
     }
 
     /// Returns when the broker has the publish of `ticket` (QoS 0: written; QoS 1: PUBACK;
-    /// QoS 2: PUBCOMP), or throws why it failed.
+    /// QoS 2: PUBCOMP), or throws why it failed. A QoS 1 or 2 publish whose connection ended
+    /// before the acknowledgement waits for the next ``connect()`` (which sends it again);
+    /// cancelling the waiting task ends the wait with `CancellationError`.
     public func completion(of ticket: PublishTicket) async throws {
         if let outcome = completedPublishes.removeValue(forKey: ticket.id) {
             try outcome.get()
             return
         }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            if let outcome = completedPublishes.removeValue(forKey: ticket.id) {
-                continuation.resume(with: outcome.mapError { $0 as any Error })
-            } else if let mid = ticketMIDs[ticket.id], pendingPublishes[mid] != nil {
-                pendingPublishes[mid]?.continuation = continuation
-            } else {
-                // Settled and collected already (a second call).
-                continuation.resume()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                if let outcome = completedPublishes.removeValue(forKey: ticket.id) {
+                    continuation.resume(with: outcome.mapError { $0 as any Error })
+                } else if Task.isCancelled {
+                    abandon(ticket)
+                    continuation.resume(throwing: CancellationError())
+                } else if let mid = ticketMIDs[ticket.id], pendingPublishes[mid] != nil {
+                    pendingPublishes[mid]?.continuation = continuation
+                } else {
+                    // Settled and collected already (a second call).
+                    continuation.resume()
+                }
             }
+        } onCancel: {
+            Task { await self.cancelCompletion(ticket) }
         }
+    }
+
+    /// A cancelled ``completion(of:)``: its waiter gets `CancellationError`. The message stays
+    /// with libmosquitto (a QoS 1 or 2 publish waiting for its acknowledgement when the
+    /// connection ended is sent again on the next connect); its outcome is dropped.
+    private func cancelCompletion(_ ticket: PublishTicket) {
+        guard let mid = ticketMIDs[ticket.id], let continuation = pendingPublishes[mid]?.continuation else { return }
+        abandon(ticket)
+        continuation.resume(throwing: CancellationError())
+    }
+
+    /// Nobody will collect `ticket`'s outcome.
+    private func abandon(_ ticket: PublishTicket) {
+        guard let mid = ticketMIDs[ticket.id] else { return }
+        pendingPublishes[mid]?.continuation = nil
+        pendingPublishes[mid]?.callback = { _ in }
     }
 
     /// Settles a publish: its waiter, or its outcome kept for ``completion(of:)``.

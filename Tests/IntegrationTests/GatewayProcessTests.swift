@@ -188,6 +188,7 @@ struct GatewayProcessTests {
         } while !{ if case .delivery = back { true } else { false } }()
         guard case .delivery(let reply) = back else { return }
         #expect(reply.from == "bob")
+
         await east.stop()
         await west.stop()
     }

@@ -1,3 +1,4 @@
+import FaultProxy
 import Foundation
 import Mosquitto
 import Synchronization
@@ -370,6 +371,26 @@ struct MosquittoClientTests {
         #expect(await new.state == .connected)
         await old.close()
         await new.close()
+    }
+
+    @Test("a QoS 1 publish whose connection ends before its PUBACK: its completion waits for the next connect, and cancelling the waiting task ends the wait with CancellationError")
+    func completionCancelled() async throws {
+        let broker = try await TestBroker.start()
+        let proxy = try await FaultProxy.start(upstreamPort: broker.port)
+        TestResources.track { await proxy.stop() }
+        let client = makeClient(configuration: MosquittoClient.Configuration(clientID: "stalled-publisher", host: "127.0.0.1", port: proxy.port))
+        let events = Collector(client.events)
+        try await client.connect()
+        _ = try await events.next()
+        proxy.blackholeAll()
+        let ticket = try await client.startPublish(topic: "stalled/1", payload: Array("x".utf8), qos: .atLeastOnce)
+        let waiting = Task { try await client.completion(of: ticket) }
+        proxy.cutAll()
+        let event = try await events.next(within: 10, "the connection ending")
+        guard case .disconnected = event else { throw TestError("expected the disconnection, got \(event)") }
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+        await client.close()
     }
 
     @Test("subscribe to several filters, unsubscribe stops delivery")

@@ -6,6 +6,11 @@ import ServiceLifecycle
 /// Publishes the gateway's counters, retained, on `{prefix}/$gateway/{id}/stats` every
 /// `stats_interval` seconds (`mosquitto_sub -v -t 'im/$gateway/+/stats'`), through a
 /// client of its own. Reconnects with backoff when the broker goes away.
+///
+/// The client id has a random part, as the control client's has: two gateways given the
+/// same `gateway_id` would otherwise take each other's session over on every reconnect. The
+/// snapshot goes at QoS 0: a QoS 1 publish whose connection ends before its PUBACK waits for
+/// the next connect, which this loop, waiting for it, would never make.
 struct StatsPublisher: Sendable {
     let context: GatewayContext
     let started = Date.now
@@ -25,7 +30,7 @@ struct StatsPublisher: Sendable {
     func run() async {
         let interval = context.configuration.statsInterval
         guard interval > 0 else { return }  // 0 turns the stats topic off
-        var configuration = context.broker.clientConfiguration(clientID: "imgw-stats/\(context.gatewayID)")
+        var configuration = context.broker.clientConfiguration(clientID: "imgw-stats/\(context.gatewayID)/\(UInt32.random(in: 0...UInt32.max))")
         configuration.keepalive = 60
         let client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
         let topic = context.topics.stats(gatewayID: context.gatewayID)
@@ -35,7 +40,7 @@ struct StatsPublisher: Sendable {
                 if await client.state != .connected { try await client.connect() }
                 backoff = 1
                 try await client.publish(
-                    topic: topic, payload: PayloadCodec.encode(await payload()), qos: .atLeastOnce, retain: true,
+                    topic: topic, payload: PayloadCodec.encode(await payload()), qos: .atMostOnce, retain: true,
                     properties: MQTTProperties(contentType: "application/json"))
                 try await Task.sleep(for: .seconds(interval))
             } catch is CancellationError {
