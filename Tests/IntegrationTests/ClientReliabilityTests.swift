@@ -8,9 +8,9 @@ import Testing
 /// under a stream of messages, and a connection that silently stops forwarding.
 @Suite("IMClient reliability: restarts and dead connections", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct ClientReliabilityTests {
-    @Test("imgw restarted twice (SIGTERM, then kill -9) under a stream of messages: every one arrives once, none surfaced twice")
-    func gatewayRestartedUnderStream() async throws {
-        let broker = try await TestBroker.start()
+    @Test("imgw restarted twice (SIGTERM, then kill -9) under a stream of messages: every one arrives once, none surfaced twice", arguments: BrokerKind.allCases)
+    func gatewayRestartedUnderStream(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let port = freePort()
         var gateway = try await IMGWProcess.start(broker: broker, port: port)
         let alice = try await Self.client("alice", port: port)
@@ -67,9 +67,9 @@ struct ClientReliabilityTests {
         await broker.stop()
     }
 
-    @Test("a connection blackholed by a proxy is found dead by the heartbeat within the bound, then replaced; chat goes on both ways")
-    func blackholedConnection() async throws {
-        let broker = try await TestBroker.start()
+    @Test("a connection blackholed by a proxy is found dead by the heartbeat within the bound, then replaced; chat goes on both ways", arguments: BrokerKind.allCases)
+    func blackholedConnection(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let gateway = try await IMGWProcess.start(broker: broker)
         let proxy = try await FaultProxy.start(upstreamPort: gateway.port)
         TestResources.track { await proxy.stop() }
@@ -120,9 +120,9 @@ struct ClientReliabilityTests {
         await broker.stop()
     }
 
-    @Test("an offline backlog of 70 messages arrives batched: at most 30 per batch, all of them, in order, in a few batches")
-    func offlineBacklogBatched() async throws {
-        let broker = try await TestBroker.start()
+    @Test("an offline backlog of 70 messages arrives batched: at most 30 per batch, all of them, in order, in a few batches", arguments: BrokerKind.allCases)
+    func offlineBacklogBatched(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let gateway = try await IMGWProcess.start(broker: broker)
         // bob's device has a session, then goes away; alice writes 70 messages meanwhile.
         let bobFirst = try await Self.client("bob", port: gateway.port)

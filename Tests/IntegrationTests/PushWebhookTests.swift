@@ -9,9 +9,9 @@ import Testing
 struct PushWebhookTests {
     static let ready = "offline push ready"
 
-    @Test("fires once, within a second, for a user with no device online; the body is the message's, the signature verifies; the chat waits for his login")
-    func offlineRecipient() async throws {
-        let broker = try await TestBroker.start()
+    @Test("fires once, within a second, for a user with no device online; the body is the message's, the signature verifies; the chat waits for his login", arguments: BrokerKind.allCases)
+    func offlineRecipient(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let receiver = try await WebhookReceiver.start()
         let gateway = try await IMGWProcess.start(broker: broker, push: receiver.url, until: Self.ready)
         let minter = TokenMinter(secret: IMGWProcess.secret)
@@ -49,9 +49,9 @@ struct PushWebhookTests {
         #expect(await receiver.pending.isEmpty, "once")
     }
 
-    @Test("never for a user with a device online, on this gateway or another, even right after his login")
-    func onlineRecipient() async throws {
-        let broker = try await TestBroker.start()
+    @Test("never for a user with a device online, on this gateway or another, even right after his login", arguments: BrokerKind.allCases)
+    func onlineRecipient(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let receiver = try await WebhookReceiver.start()
         let gateway = try await IMGWProcess.start(broker: broker, push: receiver.url, until: Self.ready)
         let other = try await IMGWProcess.start(broker: broker)
@@ -79,9 +79,9 @@ struct PushWebhookTests {
         #expect(try await gateway.metric("imgw_push_delivered_total") == 1)
     }
 
-    @Test("retried after a 500, with the same body and the attempt counted; metrics count the retry")
-    func retriedAfter500() async throws {
-        let broker = try await TestBroker.start()
+    @Test("retried after a 500, with the same body and the attempt counted; metrics count the retry", arguments: BrokerKind.allCases)
+    func retriedAfter500(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let receiver = try await WebhookReceiver.start(answers: [500, 503])
         let gateway = try await IMGWProcess.start(broker: broker, push: receiver.url, until: Self.ready)
         let minter = TokenMinter(secret: IMGWProcess.secret)
@@ -105,9 +105,9 @@ struct PushWebhookTests {
         #expect(try await gateway.metric("imgw_push_failed_total") == 0)
     }
 
-    @Test("at most once per message with several gateways: the gateway that accepted the chat, from a device or the API, is the one that notifies")
-    func severalGateways() async throws {
-        let broker = try await TestBroker.start()
+    @Test("at most once per message with several gateways: the gateway that accepted the chat, from a device or the API, is the one that notifies", arguments: BrokerKind.allCases)
+    func severalGateways(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let receiver = try await WebhookReceiver.start()
         let east = try await IMGWProcess.start(broker: broker, api: true, push: receiver.url, until: Self.ready)
         let west = try await IMGWProcess.start(broker: broker, push: receiver.url, until: Self.ready)

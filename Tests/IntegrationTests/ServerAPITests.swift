@@ -64,9 +64,9 @@ struct ServerAPITests {
         await gateway.stop()
     }
 
-    @Test("a message sent through the API reaches the device; a repeat with the same id is not delivered twice; another text under that id is 409")
-    func sendMessage() async throws {
-        let broker = try await TestBroker.start()
+    @Test("a message sent through the API reaches the device; a repeat with the same id is not delivered twice; another text under that id is 409", arguments: BrokerKind.allCases)
+    func sendMessage(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let gateway = try await IMGWProcess.start(broker: broker, api: true)
         let minter = TokenMinter(secret: IMGWProcess.secret)
         let bob = try await TestDevice.connect(port: gateway.port)
@@ -118,9 +118,9 @@ struct ServerAPITests {
         await gateway.stop()
     }
 
-    @Test("the API's presence matches the devices, whichever gateway they are on")
-    func presence() async throws {
-        let broker = try await TestBroker.start()
+    @Test("the API's presence matches the devices, whichever gateway they are on", arguments: BrokerKind.allCases)
+    func presence(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let east = try await IMGWProcess.start(broker: broker, api: true)
         let west = try await IMGWProcess.start(broker: broker)
         let minter = TokenMinter(secret: IMGWProcess.secret)
@@ -156,9 +156,9 @@ struct ServerAPITests {
         await west.stop()
     }
 
-    @Test("a disconnect KICKs the device on another gateway; with revoke_tokens, the old token is refused at the next login on either gateway and a newly issued one works")
-    func disconnectAndRevoke() async throws {
-        let broker = try await TestBroker.start()
+    @Test("a disconnect KICKs the device on another gateway; with revoke_tokens, the old token is refused at the next login on either gateway and a newly issued one works", arguments: BrokerKind.allCases)
+    func disconnectAndRevoke(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let east = try await IMGWProcess.start(broker: broker, api: true)
         let west = try await IMGWProcess.start(broker: broker)
         let minter = TokenMinter(secret: IMGWProcess.secret)
@@ -202,9 +202,9 @@ struct ServerAPITests {
         await west.stop()
     }
 
-    @Test("imcli admin: send, presence and disconnect --revoke through the API; exit 1 without a key, 2 for a wrong key or a refusal, 3 with no API")
-    func imcliAdmin() async throws {
-        let broker = try await TestBroker.start()
+    @Test("imcli admin: send, presence and disconnect --revoke through the API; exit 1 without a key, 2 for a wrong key or a refusal, 3 with no API", arguments: BrokerKind.allCases)
+    func imcliAdmin(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let gateway = try await IMGWProcess.start(broker: broker, api: true)
         let minter = TokenMinter(secret: IMGWProcess.secret)
         let bob = try await TestDevice.connect(port: gateway.port)
@@ -241,9 +241,9 @@ struct ServerAPITests {
         await gateway.stop()
     }
 
-    @Test("behind a load balancer: a repeat of an API message through another gateway is not delivered twice")
-    func repeatThroughAnotherGateway() async throws {
-        let broker = try await TestBroker.start()
+    @Test("behind a load balancer: a repeat of an API message through another gateway is not delivered twice", arguments: BrokerKind.allCases)
+    func repeatThroughAnotherGateway(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let east = try await IMGWProcess.start(broker: broker, api: true)
         let west = try await IMGWProcess.start(broker: broker, api: true)
         let bob = try await TestDevice.connect(port: west.port)

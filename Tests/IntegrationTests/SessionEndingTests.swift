@@ -116,9 +116,9 @@ struct SessionEndingTests {
         await broker.stop()
     }
 
-    @Test("SIGTERM with devices connected that have not logged in (one silent, one after HELLO): they are told, imgw exits within 5 s")
-    func sigtermBeforeLogin() async throws {
-        let broker = try await TestBroker.start()
+    @Test("SIGTERM with devices connected that have not logged in (one silent, one after HELLO): they are told, imgw exits within 5 s", arguments: BrokerKind.allCases)
+    func sigtermBeforeLogin(on kind: BrokerKind) async throws {
+        let broker = try await kind.start()
         let gateway = try await IMGWProcess.start(broker: broker)
         let silent = try await TestDevice.connect(port: gateway.port)
         let greeting = try await TestDevice.connect(port: gateway.port)
