@@ -186,3 +186,50 @@ extension EjabberdClusterTests {
         do { return .success(try await gateway.device(user)) } catch { return .failure(error) }
     }
 }
+
+extension EjabberdClusterTests {
+    @Test("the ejabberd 23.01 defect: a killed node loses the queues of the sessions on it and publishes none of their wills; imgw tells its devices at once, and they get back in through the other node with a new session", .timeLimit(.minutes(3)))
+    func killedNode() async throws {
+        let nodes = try await TestEjabberd.cluster(2)
+        let gatewayA = try await IMGWProcess.start(broker: nodes[0])
+        let gatewayB = try await IMGWProcess.start(broker: nodes[1])
+        // bob's session lives on node 1; offline, it queues what alice (node 2) sends him.
+        let bob = try await gatewayA.device("bob")
+        try await bob.send(.logout(Logout()))
+        _ = try await bob.next(within: 10, "the LOGOUT ack")
+        let alice = try await gatewayB.device("alice")
+        for index in 0..<2 {
+            #expect(try await alice.chat(to: "bob", id: "queued-\(index)", text: "for later").error == nil)
+        }
+        // dave online on node 1 and erin on node 2, both watched by carol on node 2.
+        let dave = try await gatewayA.device("dave")
+        let erin = try await gatewayB.device("erin")
+        let carol = try await gatewayB.device("carol")
+        try await carol.send(.presenceWatch(PresenceWatch(users: ["dave", "erin"])))
+        var online: Set<String> = []
+        while online.count < 2 {
+            let notice = try await Self.nextPresence(carol, "dave's and erin's presence")
+            if notice.status == .online { online.insert(notice.user) }
+        }
+
+        await nodes[0].kill9()
+        // imgw on node 1 tells dave at once.
+        let (_, told) = try await dave.next(within: 10, "dave told that the broker is gone")
+        guard case .error(let error) = told else { throw TestError("expected ERROR, got \(told)") }
+        #expect(error.code == .brokerUnavailable)
+        // erin drops on node 2: her offline reaches carol; dave's (his will) never came before it.
+        await erin.drop()
+        let offline = try await Self.nextPresence(carol, "an offline presence", where: { $0.status == .offline })
+        #expect(offline.user == "erin", "ejabberd 23.01 publishes no will of a killed node's sessions: if dave's came (\(offline)), it now does")
+
+        // bob gets back in through node 2, with a new session: his queue died with node 1, so
+        // the first message he gets is one sent after.
+        let bobAgain = try await gatewayB.device("bob")
+        #expect(try await alice.chat(to: "bob", id: "after", text: "after the crash").error == nil)
+        let (frame, first) = try await Self.nextDelivery(bobAgain, "bob's first delivery on node 2")
+        #expect(first.messageID == "after", "ejabberd 23.01 keeps no copy of a session's queue on another node: if \(first.messageID) came, it now does")
+        try await bobAgain.ack(frame)
+        await gatewayA.stop()
+        await gatewayB.stop()
+    }
+}
