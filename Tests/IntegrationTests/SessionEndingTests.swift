@@ -9,7 +9,7 @@ import Testing
 /// their PUBACKs are held, and nothing the session sends may wait behind them. Each way of
 /// ending (LOGOUT, an abrupt drop, a takeover by a new login, SIGTERM) must publish the
 /// right presence at once, free the device id, give the held message back at the next
-/// login, and leave no connection counted. Real mosquitto, real imgw processes; the
+/// login, and leave no connection counted. Real brokers (mosquitto and ejabberd), real imgw processes; the
 /// gateway's MQTT keepalive is 60 s, so a presence that only the broker's keepalive would
 /// fix arrives far too late to pass.
 @Suite("Ending a session with deliveries unACKed", .stopsWhatItStarts, .timeLimit(.minutes(3)))
@@ -32,9 +32,18 @@ struct SessionEndingTests {
     /// "At once": far below the keepalive.
     static let prompt: Double = 5
 
-    @Test("the session ends in bounded time, presence, device id, redelivery and connection count all right", arguments: Ending.allCases, Held.allCases)
-    func endWithHeldDelivery(_ ending: Ending, _ held: Held) async throws {
-        let broker = try await TestBroker.start()
+    /// One way of ending with one kind of held delivery.
+    struct Case: Sendable, CustomTestStringConvertible {
+        var ending: Ending
+        var held: Held
+        var testDescription: String { "\(ending.rawValue), \(held.rawValue)" }
+        static let all = Ending.allCases.flatMap { ending in Held.allCases.map { Case(ending: ending, held: $0) } }
+    }
+
+    @Test("the session ends in bounded time, presence, device id, redelivery and connection count all right", arguments: BrokerKind.allCases, Case.all)
+    func endWithHeldDelivery(on kind: BrokerKind, _ test: Case) async throws {
+        let (ending, held) = (test.ending, test.held)
+        let broker = try await kind.start()
         var gateway = try await IMGWProcess.start(broker: broker, keepalive: Self.keepalive)
         let minter = TokenMinter(secret: IMGWProcess.secret)
         let watcher = makeClient(broker)
@@ -140,7 +149,7 @@ struct SessionEndingTests {
 
     /// Has `rita` receive one message of the kind `held` says, and returns its id (chat)
     /// or payload (pub/sub), unACKed.
-    private func hold(_ held: Held, for rita: TestDevice, gateway: IMGWProcess, broker: TestBroker, minter: TokenMinter) async throws -> String {
+    private func hold(_ held: Held, for rita: TestDevice, gateway: IMGWProcess, broker: some BrokerUnderTest, minter: TokenMinter) async throws -> String {
         let id = "held-\(held.rawValue)"
         if held.isChat {
             let sam = try await TestDevice.connect(port: gateway.port)
