@@ -160,6 +160,18 @@ struct GatewayProcessTests {
         await wrong.stop()
     }
 
+    @Test("two imgw processes given one gateway_id: each warns that another publishes its stats as the same gateway")
+    func sameGatewayID() async throws {
+        let broker = try await TestBroker.start()
+        let first = try await IMGWProcess.start(broker: broker, gatewayID: "twin", lines: ["stats_interval: 1"])
+        let second = try await IMGWProcess.start(broker: broker, gatewayID: "twin", lines: ["stats_interval: 1"])
+        let warning = "another imgw publishes its stats as this gateway"
+        #expect(await first.output.waitFor(warning, within: 10))
+        #expect(await second.output.waitFor(warning, within: 10))
+        await first.stop()
+        await second.stop()
+    }
+
     @Test("two imgw processes on one broker: a user on one chats with a user on the other")
     func twoGateways() async throws {
         let broker = try await TestBroker.start()
@@ -219,14 +231,17 @@ final class IMGWProcess: Sendable {
 
     static func start(
         broker: some BrokerUnderTest, port: Int? = nil, keepalive: Int = 30, brokerLines: [String] = [], api: Bool = false,
-        push: String? = nil, until marker: String = "listening"
+        push: String? = nil, gatewayID: String? = nil, lines: [String] = [], until marker: String = "listening"
     ) async throws -> IMGWProcess {
         // Returns once imgw listens and has printed `marker`.
         let port = port ?? freePort()
         let metricsPort = freePort()
         let apiPort = freePort()
         let config = broker.directory.appendingPathComponent("imgw-\(port).yaml")
+        // Each its own gateway_id (as in production) unless the test says otherwise.
         try """
+            gateway_id: \(gatewayID ?? "gw-\(port)")
+            \(lines.joined(separator: "\n"))
             auth:
               jwt_secret: \(secret)
             broker:

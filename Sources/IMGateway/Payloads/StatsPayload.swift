@@ -2,7 +2,7 @@
 /// `{prefix}/$gateway/{id}/stats` (retained, so the last one shows after a restart).
 ///
 /// ```json
-/// {"connections":3,"gateway":"gw-1","logged_in":2,"messages_in":10,"messages_out":12,"sessions":2,"ts":1735689600123,"uptime_s":3600,"version":"0.1.0"}
+/// {"connections":3,"gateway":"gw-1","instance":"1y2p0ij32e8e7","logged_in":2,"messages_in":10,"messages_out":12,"sessions":2,"ts":1735689600123,"uptime_s":3600,"version":"0.1.0"}
 /// ```
 public struct StatsPayload: Codable, Hashable, Sendable {
     /// The gateway id.
@@ -23,9 +23,11 @@ public struct StatsPayload: Codable, Hashable, Sendable {
     public var uptimeSeconds: Int
     /// The gateway's version.
     public var version: String
+    /// A random id of the gateway process: two processes given one `gateway_id` differ here.
+    public var instance: String?
 
     enum CodingKeys: String, CodingKey {
-        case gateway, ts, connections, sessions, version
+        case gateway, ts, connections, sessions, version, instance
         case loggedIn = "logged_in"
         case messagesIn = "messages_in"
         case messagesOut = "messages_out"
@@ -35,7 +37,7 @@ public struct StatsPayload: Codable, Hashable, Sendable {
     /// Creates a stats payload.
     public init(
         gateway: String, ts: UInt64, connections: Int, loggedIn: Int, sessions: Int, messagesIn: Int, messagesOut: Int,
-        uptimeSeconds: Int, version: String = IMGatewayInfo.version
+        uptimeSeconds: Int, version: String = IMGatewayInfo.version, instance: String? = nil
     ) {
         self.gateway = gateway
         self.ts = ts
@@ -46,5 +48,6 @@ public struct StatsPayload: Codable, Hashable, Sendable {
         self.messagesOut = messagesOut
         self.uptimeSeconds = uptimeSeconds
         self.version = version
+        self.instance = instance
     }
 }

@@ -9,11 +9,16 @@ import ServiceLifecycle
 ///
 /// The client id has a random part, as the control client's has: two gateways given the
 /// same `gateway_id` would otherwise take each other's session over on every reconnect. The
+/// client follows its own topic, and a live snapshot there from another process (another
+/// `instance`) makes a warning: the two gateways' stats overwrite each other. The
 /// snapshot goes at QoS 0: a QoS 1 publish whose connection ends before its PUBACK waits for
 /// the next connect, which this loop, waiting for it, would never make.
 struct StatsPublisher: Sendable {
     let context: GatewayContext
     let started = Date.now
+    /// This process's id in the payload: a live snapshot on the topic with another one means
+    /// a second gateway uses this `gateway_id` (``otherInstance(in:besides:)``).
+    let instance = String(UInt64.random(in: 0...UInt64.max), radix: 36)
 
     func payload() async -> StatsPayload {
         StatsPayload(
@@ -23,7 +28,17 @@ struct StatsPublisher: Sendable {
             sessions: await context.registry.count,
             messagesIn: context.statistics.messagesIn.load(ordering: .relaxed),
             messagesOut: context.statistics.messagesOut.load(ordering: .relaxed),
-            uptimeSeconds: Int(Date.now.timeIntervalSince(started)))
+            uptimeSeconds: Int(Date.now.timeIntervalSince(started)), instance: instance)
+    }
+
+    /// The instance of another gateway process that published `message` live on this
+    /// gateway's stats topic, or `nil` (this process, `instance`; a retained snapshot, which
+    /// may be an earlier run's; no instance).
+    static func otherInstance(in message: MosquittoMessage, besides instance: String) -> String? {
+        guard !message.retain, let payload = try? PayloadCodec.decode(StatsPayload.self, from: message.payload),
+              let other = payload.instance, other != instance
+        else { return nil }
+        return other
     }
 
     /// Runs until cancelled.
@@ -34,10 +49,24 @@ struct StatsPublisher: Sendable {
         configuration.keepalive = 60
         let client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
         let topic = context.topics.stats(gatewayID: context.gatewayID)
+        // Another process publishing as this gateway: said once per process.
+        let consumer = Task { [context] in
+            var told: Set<String> = []
+            for await message in client.messages {
+                guard let other = Self.otherInstance(in: message, besides: instance), told.count < 16, told.insert(other).inserted else { continue }
+                context.logger.warning(
+                    "another imgw publishes its stats as this gateway: give each gateway its own gateway_id",
+                    metadata: ["gateway_id": "\(context.gatewayID)", "other-instance": "\(other)", "instance": "\(instance)"])
+            }
+        }
+        defer { consumer.cancel() }
         var backoff = 1.0
         while !Task.isCancelled {
             do {
-                if await client.state != .connected { try await client.connect() }
+                if await client.state != .connected {
+                    try await client.connect()
+                    _ = try await client.subscribe(topic, qos: .atMostOnce)
+                }
                 backoff = 1
                 try await client.publish(
                     topic: topic, payload: PayloadCodec.encode(await payload()), qos: .atMostOnce, retain: true,
