@@ -151,6 +151,10 @@ extension IMClient {
         public var serverTime: UInt64?
         /// The heartbeat interval the gateway expects (at most this much silence).
         public var heartbeatInterval: Duration
+        /// Whether the broker kept this device's session: `false` means a new one, so what
+        /// was queued for the device before this login (if anything) is gone, and the app may
+        /// fetch its history from its server. `nil` when the gateway does not say.
+        public var resumed: Bool? = nil
     }
 
     /// Where the connection is (the ``ConnectionStateMachine`` state, seed 000).

@@ -285,7 +285,9 @@ public actor IMClient {
     func loggedIn(_ ok: LoginOK, generation: Int) {
         guard generation == self.generation, machine.state == .connecting else { return }
         let announced = ok.heartbeatInterval.flatMap { $0 > 0 ? Duration.seconds(Int($0)) : nil } ?? Configuration.defaultHeartbeatInterval
-        let session = Session(userID: ok.userID, deviceID: ok.deviceID ?? configuration.deviceID, serverTime: ok.serverTime, heartbeatInterval: announced)
+        let session = Session(
+            userID: ok.userID, deviceID: ok.deviceID ?? configuration.deviceID, serverTime: ok.serverTime, heartbeatInterval: announced,
+            resumed: ok.sessionResumed)
         sessionBox.withLock { $0 = session }
         tokenSchedule.loggedIn(serverTime: ok.serverTime ?? Self.unixMilliseconds(), tokenExpiry: ok.tokenExpiry, now: clock.now)
         handle(.connectSucceeded)

@@ -26,7 +26,9 @@ extension Output {
         case .reconnected(let session):
             var fields: [(String, JSONValue)] = [("type", "reconnected"), ("user", .string(session.userID))]
             if let device = session.deviceID { fields.append(("device", .string(device))) }
-            notice(fields, "reconnected as \(Self.who(session.userID, session.deviceID))")
+            if let resumed = session.resumed { fields.append(("resumed", .bool(resumed))) }
+            let lost = session.resumed == false ? " (a new session: what the broker held for this device is gone)" : ""
+            notice(fields, "reconnected as \(Self.who(session.userID, session.deviceID))\(lost)")
         case .disconnected:
             notice([("type", "disconnected")], "the session ended; not reconnecting")
         }

@@ -131,6 +131,7 @@ struct DeviceConnectionTests {
         #expect(frame.header.sessionID == 3)
         guard case .loginOK(let ok) = try IMMessage(frame: frame) else { return }
         #expect(ok.userID == "alice" && ok.deviceID == "phone" && ok.refSequence == 2)
+        #expect(ok.sessionResumed == false, "the fake broker keeps no session")
         let subscribed = await session.next { if case .subscribe(let filters) = $0 { filters } else { nil } }
         #expect(subscribed == ["im/u/alice/inbox", "im/u/alice/receipts", "im/u/alice/signal", "im/u/alice/presence/+"])
         let announced = await session.next { if case .publish(let publish) = $0 { publish } else { nil } }

@@ -39,7 +39,8 @@ struct EjabberdClusterTests {
         for index in 0..<3 {
             #expect(try await alice.chat(to: "bob", id: "o-\(index)", text: "while you were away \(index)").error == nil)
         }
-        let again = try await gatewayA.device("bob")
+        let (again, ok) = try await gatewayA.login("bob")
+        #expect(ok.sessionResumed == true, "the session came along to node 1")
         for index in 0..<3 {
             let (queued, message) = try await Self.nextDelivery(again, "queued message \(index)")
             #expect(message.messageID == "o-\(index)")
@@ -224,7 +225,8 @@ extension EjabberdClusterTests {
 
         // bob gets back in through node 2, with a new session: his queue died with node 1, so
         // the first message he gets is one sent after.
-        let bobAgain = try await gatewayB.device("bob")
+        let (bobAgain, ok) = try await gatewayB.login("bob")
+        #expect(ok.sessionResumed == false, "LOGIN_OK tells bob that his session is new")
         #expect(try await alice.chat(to: "bob", id: "after", text: "after the crash").error == nil)
         let (frame, first) = try await Self.nextDelivery(bobAgain, "bob's first delivery on node 2")
         #expect(first.messageID == "after", "ejabberd 23.01 keeps no copy of a session's queue on another node: if \(first.messageID) came, it now does")

@@ -11,14 +11,16 @@ struct EjabberdTests {
     func chatAndOfflineOrder() async throws {
         let broker = try await TestEjabberd.start()
         let gateway = try await IMGWProcess.start(broker: broker)
-        let bob = try await gateway.device("bob", device: "tablet")
+        let (bob, first) = try await gateway.login("bob", device: "tablet")
+        #expect(first.sessionResumed == false, "a new session")
         try await bob.send(.logout(Logout()))
         _ = try await bob.next(within: 10, "the LOGOUT ack")
         let alice = try await gateway.device("alice")
         for index in 0..<10 {
             #expect(try await alice.chat(to: "bob", id: "o-\(index)", text: "offline \(index)").error == nil)
         }
-        let again = try await gateway.device("bob", device: "tablet")
+        let (again, resumed) = try await gateway.login("bob", device: "tablet")
+        #expect(resumed.sessionResumed == true, "the broker kept the session")
         var resends: [Bool] = []
         for index in 0..<10 {
             let (frame, message) = try await again.next(within: 10, "queued message \(index)")
@@ -65,7 +67,7 @@ struct EjabberdTests {
         await gateway.stop()
     }
 
-    @Test("ejabberd drops an offline session whose queue overflows (max_queue), with everything it held: the device's next login finds no session (an ejabberd defect imgw cannot see)")
+    @Test("ejabberd drops an offline session whose queue overflows (max_queue), with everything it held: the device's next login finds a new session, and LOGIN_OK says so (SESSION_RESUMED 0)")
     func offlineQuotaExceeded() async throws {
         var options = TestEjabberd.Options()
         options.maxQueue = 5
@@ -78,7 +80,8 @@ struct EjabberdTests {
         for index in 0..<8 {
             #expect(try await alice.chat(to: "bob", id: "q-\(index)", text: "message \(index)").error == nil)
         }
-        let again = try await gateway.device("bob")
+        let (again, ok) = try await gateway.login("bob")
+        #expect(ok.sessionResumed == false, "LOGIN_OK tells the device that its session is new: what was queued is gone")
         // A marker sent after the login: the first delivery is it, nothing queued came first.
         #expect(try await alice.chat(to: "bob", id: "marker", text: "after the login").error == nil)
         let (_, message) = try await again.next(within: 10, "bob's first delivery")

@@ -279,9 +279,14 @@ final class IMGWProcess: Sendable {
 
     /// A device connected to this gateway and logged in as `user`.
     func device(_ user: String, device: String = "phone") async throws -> TestDevice {
+        try await login(user, device: device).device
+    }
+
+    /// A device of `user` logged in, and its LOGIN_OK.
+    func login(_ user: String, device: String = "phone") async throws -> (device: TestDevice, ok: LoginOK) {
         let connection = try await TestDevice.connect(port: port)
-        try await connection.login(token: try await TokenMinter(secret: Self.secret).mint(user: user), device: device)
-        return connection
+        let ok = try await connection.login(token: try await TokenMinter(secret: Self.secret).mint(user: user), device: device)
+        return (connection, ok)
     }
 
     /// A gauge or counter from its /metrics (`imgw_connections`, ...).

@@ -198,7 +198,7 @@ extension DeviceConnection {
         send(.loginOK(LoginOK(
             userID: session.user, deviceID: session.device, serverTime: unixMilliseconds(),
             heartbeatInterval: UInt16(clamping: gateway.configuration.limits.idleTimeout / 3),
-            tokenExpiry: Self.milliseconds(expiresAt), refSequence: loginHeader.sequence)), sessionID: sessionID)
+            tokenExpiry: Self.milliseconds(expiresAt), refSequence: loginHeader.sequence, sessionResumed: resumed)), sessionID: sessionID)
         gateway.statistics.loggedIn.add(1, ordering: .relaxed)
         logger.info("logged in")
 

@@ -16,6 +16,10 @@ public struct LoginOK: IMMessageBody {
     public var tokenExpiry: UInt64?
     /// The LOGIN's sequence.
     public var refSequence: UInt32?
+    /// Whether the broker kept the device's session: `true`, what was queued while it was
+    /// away follows; `false`, a new session, so whatever was queued before (if the device
+    /// had a session) is gone. `nil` from a gateway that does not say.
+    public var sessionResumed: Bool?
 
     /// Creates a LOGIN_OK.
     public init(
@@ -24,7 +28,8 @@ public struct LoginOK: IMMessageBody {
         serverTime: UInt64? = nil,
         heartbeatInterval: UInt16? = nil,
         tokenExpiry: UInt64? = nil,
-        refSequence: UInt32? = nil
+        refSequence: UInt32? = nil,
+        sessionResumed: Bool? = nil
     ) {
         self.userID = userID
         self.deviceID = deviceID
@@ -32,6 +37,7 @@ public struct LoginOK: IMMessageBody {
         self.heartbeatInterval = heartbeatInterval
         self.tokenExpiry = tokenExpiry
         self.refSequence = refSequence
+        self.sessionResumed = sessionResumed
     }
 
     public init(fields: TLVFields) throws(IMWireError) {
@@ -41,6 +47,7 @@ public struct LoginOK: IMMessageBody {
         self.heartbeatInterval = try fields.optionalInteger(.heartbeatInterval)
         self.tokenExpiry = try fields.optionalInteger(.tokenExpiry)
         self.refSequence = try fields.optionalInteger(.refSequence)
+        self.sessionResumed = try fields.optionalFlag(.sessionResumed)
     }
 
     public func write(to writer: inout TLVWriter) {
@@ -50,5 +57,6 @@ public struct LoginOK: IMMessageBody {
         if let heartbeatInterval { writer.write(.heartbeatInterval, integer: heartbeatInterval) }
         if let tokenExpiry { writer.write(.tokenExpiry, integer: tokenExpiry) }
         if let refSequence { writer.write(.refSequence, integer: refSequence) }
+        if let sessionResumed { writer.write(.sessionResumed, flag: sessionResumed) }
     }
 }

@@ -67,6 +67,7 @@ extension IMTag {
         0x010A: ("TOKEN_EXPIRY", .u64, "LOGIN_OK, ACK of TOKEN_REFRESH: the token's `exp` claim, Unix milliseconds."),
         0x010B: ("RETRY_AFTER", .u32, "Negative ACK RATE_LIMITED: milliseconds to wait before sending such requests again."),
         0x010C: ("CARBONS", .u8, "LOGIN: 1 (default) send this device carbons of what the user's other devices send, 0 do not."),
+        0x010D: ("SESSION_RESUMED", .u8, "LOGIN_OK: 1 the broker kept the device's session (its queue follows), 0 a new session (nothing was kept)."),
         0x0200: ("TO", .utf8, "Recipient user id (a carbon: the peer of the conversation)."),
         0x0201: ("FROM", .utf8, "Sender user id."),
         0x0202: ("MESSAGE_ID", .utf8, "Message id, 1-128 bytes, chosen by the sender, unique per sender."),

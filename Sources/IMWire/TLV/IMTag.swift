@@ -80,6 +80,10 @@ extension IMTag {
     /// In LOGIN (u8 flag): 1 (the default when absent) sends this device carbons (copies of
     /// what the user's other devices send), 0 does not.
     public static let carbons: IMTag = 0x010C
+    /// In LOGIN_OK (u8 flag): 1, the broker kept the device's session (what was queued
+    /// while it was away follows); 0, a new session (nothing was kept: whatever was queued
+    /// for the device before is gone).
+    public static let sessionResumed: IMTag = 0x010D
 
     // MARK: Messaging (0x0200–0x02FF)
 
