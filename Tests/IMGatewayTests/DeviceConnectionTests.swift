@@ -22,6 +22,8 @@ struct DeviceConnectionTests {
         let minter = TokenMinter(secret: DeviceConnectionTests.secret)
         let context: GatewayContext
         let sequence = Counter()
+        /// How many sessions the connection made (one per CONNECT it tried).
+        let sessionsMade: Counter
 
         /// The device's frame sequence numbers.
         final class Counter: Sendable {
@@ -32,9 +34,13 @@ struct DeviceConnectionTests {
                     return $0
                 }
             }
+            var current: UInt32 { value.withLock { $0 } }
         }
 
-        static func start(_ configure: (inout GatewayConfiguration) -> Void = { _ in }) async throws -> Harness {
+        /// A connection on a testing channel; the first sessions' CONNECTs are refused with
+        /// `refusals`, in turn.
+        static func start(refusing refusals: [ReasonCode] = [], _ configure: (inout GatewayConfiguration) -> Void = { _ in }) async throws -> Harness {
+            let made = Counter()
             var configuration = GatewayConfiguration.defaults
             configuration.auth.jwtSecret = DeviceConnectionTests.secret
             configure(&configuration)
@@ -45,7 +51,10 @@ struct DeviceConnectionTests {
             let context = GatewayContext(
                 configuration: configuration, broker: BrokerEndpoint(host: "127.0.0.1", port: 1), mqttLoop: .shared, logger: logger
             ) { user, device, receiptNotices in
-                let session = FakeDeviceSession(user: user, device: device, receiptNotices: receiptNotices, topics: topics)
+                let index = Int(made.next()) - 1
+                let session = FakeDeviceSession(
+                    user: user, device: device, receiptNotices: receiptNotices, topics: topics,
+                    refusal: index < refusals.count ? refusals[index] : nil)
                 created.yield(session)
                 return session
             }
@@ -53,7 +62,7 @@ struct DeviceConnectionTests {
             let channel = NIOAsyncTestingChannel(loop: loop)
             try await channel.pipeline.addHandler(DeviceConnection(gateway: context, sequence: OutboundSequence(), peer: "test", now: loop.now))
             try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
-            return Harness(loop: loop, channel: channel, sessions: sessions, context: context)
+            return Harness(loop: loop, channel: channel, sessions: sessions, context: context, sessionsMade: made)
         }
 
         /// Sends a frame from the device; returns its sequence.

@@ -21,22 +21,23 @@ extension DeviceConnection {
     func startLogin(_ request: LoginRequest) {
         guard let loop = channelContext?.eventLoop, let mailbox else { return }
         wantsCarbons = request.carbons ?? true
-        Self.spawnLogin(request, gateway: gateway, mailbox: mailbox, logger: logger, connection: NIOLoopBound(self, eventLoop: loop))
+        Self.spawnLogin(
+            request, gateway: gateway, mailbox: mailbox, closed: closed, logger: logger, connection: NIOLoopBound(self, eventLoop: loop))
     }
 
     private static func spawnLogin(
-        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
+        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, closed: ClosedFlag, logger: Logger,
         connection: NIOLoopBound<DeviceConnection>
     ) {
-        Task { await login(request, gateway: gateway, mailbox: mailbox, logger: logger, connection: connection) }
+        Task { await login(request, gateway: gateway, mailbox: mailbox, closed: closed, logger: logger, connection: connection) }
     }
 
     private static func login(
-        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
+        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, closed: ClosedFlag, logger: Logger,
         connection: NIOLoopBound<DeviceConnection>
     ) async {
         let loop = connection.eventLoop
-        let outcome = await login(request, gateway: gateway, mailbox: mailbox, logger: logger) { event in
+        let outcome = await login(request, gateway: gateway, mailbox: mailbox, closed: closed, logger: logger) { event in
             // A newer login of this device, or the backend's disconnect.
             try? await loop.flatSubmit { connection.value.leave(event) }.get()
         }
@@ -44,7 +45,7 @@ extension DeviceConnection {
     }
 
     private static func login(
-        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
+        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, closed: ClosedFlag, logger: Logger,
         end: @escaping @Sendable (ConnectionStateMachine.Event) async -> Void
     ) async -> LoginOutcome {
         let user: String
@@ -80,12 +81,14 @@ extension DeviceConnection {
                 return .opened(session, registration: registration, resumed: resumed, expiresAt: expiresAt, brokerFit: fit)
             } catch {
                 await session.end(.takenOver)
-                if let delay = retry.delay(after: error, now: .now) {
+                if !closed.isSet, let delay = retry.delay(after: error, now: .now) {
                     logger.notice("the broker refused the session; trying again", metadata: [
                         "error": "\(error)", "tries": "\(retry.tries - 1)", "delay": "\(delay)",
                     ])
                     try? await Task.sleep(for: delay)
-                    continue
+                    // A device that went away meanwhile may be logging in elsewhere: a session
+                    // opened now would take that one over.
+                    if !closed.isSet { continue }
                 }
                 // A broker that cannot carry imgw may refuse the session's CONNECT itself (its
                 // will is retained): the reason found in a CONNACK that got through says more.

@@ -4,6 +4,7 @@ import IMWire
 import Logging
 import Mosquitto
 import NIOCore
+import Synchronization
 
 /// One TLV connection, as a channel handler on the connection's event loop: login, then
 /// chat, receipts and deliveries through the device's MQTT session, until logout, drop,
@@ -51,6 +52,17 @@ final class DeviceConnection: ChannelDuplexHandler {
     let lane = RequestLane()
     /// Mail that arrived before LOGIN_OK was written.
     var early: [ConnectionMailbox.Mail] = []
+    /// Set when the device's connection closes: a login still trying the broker's CONNECT
+    /// again stops (its session, if it got one, would only take the device's newer session
+    /// elsewhere over).
+    let closed = ClosedFlag()
+
+    /// Whether the connection has closed, readable from the login's task.
+    final class ClosedFlag: Sendable {
+        private let value = Atomic<Bool>(false)
+        func set() { value.store(true, ordering: .relaxed) }
+        var isSet: Bool { value.load(ordering: .relaxed) }
+    }
 
     // The data path.
     /// Frames for the device, queued by priority.
@@ -196,6 +208,7 @@ final class DeviceConnection: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         cancelTimer()
+        closed.set()
         perform(machine.handle(.channelClosed))
         context.fireChannelInactive()
     }

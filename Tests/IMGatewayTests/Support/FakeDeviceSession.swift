@@ -33,9 +33,15 @@ final class FakeDeviceSession: DeviceSession {
 
     /// What the fake broker's CONNACK announces.
     let capabilities: BrokerCapabilities
+    /// The fake broker refuses the CONNECT with this, when set.
+    let refusal: ReasonCode?
 
-    init(user: String, device: String, receiptNotices: Bool, topics: GatewayTopics, capabilities: BrokerCapabilities = BrokerCapabilities()) {
+    init(
+        user: String, device: String, receiptNotices: Bool, topics: GatewayTopics, capabilities: BrokerCapabilities = BrokerCapabilities(),
+        refusal: ReasonCode? = nil
+    ) {
         self.capabilities = capabilities
+        self.refusal = refusal
         self.user = user
         self.device = device
         self.receiptNotices = receiptNotices
@@ -49,6 +55,7 @@ final class FakeDeviceSession: DeviceSession {
 
     func connect() async throws -> MosquittoClient.ConnectResult {
         record.yield(.connect)
+        if let refusal = refusal { throw MosquittoError.connectionRefused(refusal) }
         return MosquittoClient.ConnectResult(sessionPresent: false, capabilities: capabilities)
     }
 
