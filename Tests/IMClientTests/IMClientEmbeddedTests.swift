@@ -443,9 +443,25 @@ struct IMClientEmbeddedTests {
 struct ScriptedGateway: Sendable {
     let channel: NIOAsyncTestingChannel
 
-    /// The next frame the client wrote, decoded.
-    func next() async throws -> (IMFrame, IMMessage) {
-        let frame = try await channel.waitForOutboundWrite(as: IMFrame.self)
+    /// The next frame the client wrote, decoded. The testing channel's wait does not end on
+    /// cancellation (so a test's time limit cannot stop it): if no frame comes within
+    /// `seconds`, the channel is closed, which ends the wait, and this throws.
+    func next(within seconds: Int = 20) async throws -> (IMFrame, IMMessage) {
+        let timedOut = Mutex(false)
+        let channel = self.channel
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(seconds))
+            timedOut.withLock { $0 = true }
+            try? await channel.close()
+        }
+        defer { watchdog.cancel() }
+        let frame: IMFrame
+        do {
+            frame = try await channel.waitForOutboundWrite(as: IMFrame.self)
+        } catch {
+            if timedOut.withLock({ $0 }) { throw IMClientError.protocolViolation("no frame from the client within \(seconds) s") }
+            throw error
+        }
         return (frame, try IMMessage(frame: frame))
     }
 
