@@ -64,7 +64,7 @@ final class ControlClient: Sendable {
     }
 
     init(context: GatewayContext, timeout: Double = 5) {
-        let clientID = "imgw-ctl/\(context.gatewayID)/\(UInt32.random(in: 0...UInt32.max))"
+        let clientID = GatewayTopics.gatewayClientID("ctl", gatewayID: context.gatewayID)
         var configuration = context.broker.clientConfiguration(clientID: clientID)
         configuration.keepalive = 60
         client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)

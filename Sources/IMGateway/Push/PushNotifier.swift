@@ -50,7 +50,7 @@ final class PushNotifier: Sendable {
         topics = configuration.topics
         self.statistics = statistics
         self.logger = logger
-        let clientID = "imgw-push/\(configuration.gatewayID)/\(UInt32.random(in: 0...UInt32.max))"
+        let clientID = GatewayTopics.gatewayClientID("push", gatewayID: configuration.gatewayID)
         var mqtt = broker.clientConfiguration(clientID: clientID)
         mqtt.keepalive = 60
         client = MosquittoClient(configuration: mqtt, loop: loop)

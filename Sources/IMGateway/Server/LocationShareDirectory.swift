@@ -62,7 +62,7 @@ final class LocationShareDirectory: Sendable {
 
     /// Follows every share on the broker until cancelled (reconnecting with backoff).
     static func follow(_ directory: LocationShareDirectory, context: GatewayContext) async {
-        var configuration = context.broker.clientConfiguration(clientID: "imgw-shares/\(context.gatewayID)/\(UInt32.random(in: 0...UInt32.max))")
+        var configuration = context.broker.clientConfiguration(clientID: GatewayTopics.gatewayClientID("shares", gatewayID: context.gatewayID))
         configuration.keepalive = 60
         let client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
         let filter = "\(context.configuration.topicPrefix)/u/+/location/share"

@@ -45,7 +45,7 @@ struct StatsPublisher: Sendable {
     func run() async {
         let interval = context.configuration.statsInterval
         guard interval > 0 else { return }  // 0 turns the stats topic off
-        var configuration = context.broker.clientConfiguration(clientID: "imgw-stats/\(context.gatewayID)/\(UInt32.random(in: 0...UInt32.max))")
+        var configuration = context.broker.clientConfiguration(clientID: GatewayTopics.gatewayClientID("stats", gatewayID: context.gatewayID))
         configuration.keepalive = 60
         let client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
         let topic = context.topics.stats(gatewayID: context.gatewayID)

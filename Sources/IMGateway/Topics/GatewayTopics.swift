@@ -130,6 +130,14 @@ public struct GatewayTopics: Sendable, Hashable {
         return "\(Self.clientIDPrefix)/\(user)/\(device)"
     }
 
+    /// `imgw-{role}/{gatewayID}/{random number}`: the MQTT client id of one of the gateway's own
+    /// clients (`ctl`, `push`, `shares`, `stats`). The random part keeps two gateways given the
+    /// same `gateway_id` (or a restarted one whose old connection lingers) from taking each
+    /// other's session over.
+    public static func gatewayClientID(_ role: String, gatewayID: String) -> String {
+        "\(clientIDPrefix)-\(role)/\(gatewayID)/\(UInt32.random(in: 0...UInt32.max))"
+    }
+
     /// The user and device of a client id made by ``mqttClientID(user:device:)``, or `nil`.
     public func parseMQTTClientID(_ clientID: String) -> (user: String, device: String)? {
         let levels = Self.levels(of: clientID)
