@@ -3,7 +3,7 @@
 
 SHELL := /bin/bash
 SWIFT ?= swift
-APT_PACKAGES := libmosquitto-dev mosquitto mosquitto-clients zlib1g-dev libssl-dev pkg-config openssl curl
+APT_PACKAGES := libmosquitto-dev libsqlite3-dev mosquitto mosquitto-clients zlib1g-dev libssl-dev pkg-config openssl curl
 # Seconds of decoder fuzzing in `make test` (0 skips it).
 FUZZ_SECONDS ?= 30
 # The test watchdog (scripts/test-watchdog) stops `swift test` when no test has started or ended

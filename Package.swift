@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Mosquitto", targets: ["Mosquitto"]),
         .library(name: "IMWire", targets: ["IMWire"]),
+        .library(name: "IMArchive", targets: ["IMArchive"]),
         .library(name: "IMGateway", targets: ["IMGateway"]),
         .executable(name: "imgw", targets: ["imgw"]),
         .library(name: "IMClient", targets: ["IMClient"]),
@@ -32,6 +33,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird.git", from: "2.1.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client.git", from: "1.5.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // System libraries (apt providers so `swift build` names the missing package).
@@ -74,11 +77,26 @@ let package = Package(
             exclude: ["openapi-generator-config.yaml"]
         ),
 
+        // The message archive: every accepted chat stored before its ACK, with an offset per
+        // recipient stream (SQLite through GRDB for one gateway, PostgreSQL for many). Knows
+        // nothing of IMWire or MQTT: it stores bytes.
+        .target(
+            name: "IMArchive",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]
+        ),
+
         // The bridge: TLV clients on one side, one MQTT session per device on the other.
         .target(
             name: "IMGateway",
             dependencies: [
                 "IMWire",
+                "IMArchive",
                 "Mosquitto",
                 "CProcessShims",
                 "CMessageTag",
@@ -171,6 +189,13 @@ let package = Package(
         ),
 
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "CMosquittoIO"]),
+        .testTarget(
+            name: "IMArchiveTests",
+            dependencies: [
+                "IMArchive",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         .testTarget(
             name: "FaultProxyTests",
             dependencies: [

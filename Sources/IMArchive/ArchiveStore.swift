@@ -1,0 +1,55 @@
+/// Where a ``MessageArchive`` keeps its messages: ``SQLiteArchiveStore`` for one gateway,
+/// ``PostgresArchiveStore`` for several. A store does what it is asked when it is asked; the
+/// archive decides when (group commit) and what happens when a store fails.
+///
+/// Offsets: each stream (a user) numbers its entries 1, 2, 3, ... in commit order, with no
+/// gap and no repeat, and a reader never sees offset n+1 of a stream before offset n is
+/// committed. Retention deletes old entries; it never makes an offset be given out again.
+public protocol ArchiveStore: Sendable {
+    /// The store's epoch (``ArchiveEpoch``), fixed when it was created.
+    var epoch: ArchiveEpoch { get }
+    /// What the store is, for logs: `sqlite /var/lib/imgw/archive.sqlite`.
+    var description: String { get }
+
+    /// In one transaction: appends each message to the streams of its copies, in order, and
+    /// saves the positions (a position never moves back). One outcome per message, in order.
+    /// Throws if the transaction did not commit: then nothing of it is stored.
+    func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome]
+
+    /// The entries of `stream` after offset `after` and at most `through`, oldest first, at
+    /// most `limit`.
+    func read(stream: String, after: UInt64, through: UInt64, limit: Int) async throws -> [StoredEntry]
+
+    /// What `stream` holds.
+    func bounds(of stream: String) async throws -> StreamBounds
+
+    /// The saved position of a device, if one was ever saved.
+    func position(user: String, device: String) async throws -> UInt64?
+
+    /// Deletes at most `limit` of the oldest messages accepted before `serverTime` (Unix
+    /// milliseconds), with their entries, in one short transaction; returns how many.
+    func deleteMessages(acceptedBefore serverTime: UInt64, limit: Int) async throws -> Int
+
+    /// How many messages and bytes the store holds now.
+    func size() async throws -> ArchiveSize
+
+    /// Closes the store; nothing may be asked of it afterwards.
+    func close() async
+}
+
+/// What a store holds.
+public struct ArchiveSize: Sendable, Hashable {
+    /// Messages stored.
+    public var messages: Int
+    /// Entries stored (a message has one per stream it is in).
+    public var entries: Int
+    /// Bytes on disk (SQLite: the file and its WAL; PostgreSQL: the tables and their indexes).
+    public var bytes: Int
+
+    /// A size.
+    public init(messages: Int, entries: Int, bytes: Int) {
+        self.messages = messages
+        self.entries = entries
+        self.bytes = bytes
+    }
+}

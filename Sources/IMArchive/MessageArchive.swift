@@ -1,0 +1,438 @@
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+
+/// The gateway's message archive: every chat it accepts is stored here before the sender's
+/// ACK, with an offset per recipient stream, and every device catches up from here after
+/// whatever the broker lost.
+///
+/// **Group commit.** ``append(_:completion:)`` queues a message; one writer task commits
+/// what waits, up to ``Settings/maxBatch`` messages (and every device position saved
+/// meanwhile) per transaction, and tells each waiter its outcome once the transaction has
+/// committed. A message waits for at most the commit before its own and its own: under load
+/// the batches grow, when idle each message commits alone.
+///
+/// **When the store fails** (a disk full or unwritable, PostgreSQL down or slow): the batch's
+/// waiters are told ``ArchiveError/Code/unavailable`` with a time to retry, and new messages
+/// are refused at once with the time left, without touching the store, until it has passed
+/// (1 s, doubling up to 8 s while failures go on). Then the next commit tries the store
+/// again; the first success ends it. A commit that takes longer than
+/// ``Settings/writeTimeout`` counts as failed: its waiters are told so at once (if it commits
+/// after all, a resend of its messages is found and ACKed as a duplicate). Nothing is ever
+/// reported stored that was not committed.
+///
+/// **Retention**: messages accepted more than ``Settings/retention`` ago are deleted in
+/// batches of ``Settings/retentionBatch``, one short transaction each.
+public final class MessageArchive: Sendable {
+    /// Group commit, time limits and retention.
+    public struct Settings: Sendable, Hashable {
+        /// Messages per transaction at most.
+        public var maxBatch: Int
+        /// How long a commit may take before its messages are refused.
+        public var writeTimeout: Duration
+        /// How long a read (catching a device up) may take before it is given up.
+        public var readTimeout: Duration
+        /// How long messages are kept; `nil`: for ever.
+        public var retention: Duration?
+        /// Messages deleted per retention transaction.
+        public var retentionBatch: Int
+        /// How often retention looks for old messages.
+        public var retentionInterval: Duration
+
+        /// Settings; the defaults are `archive`'s in config/imgw.yaml.
+        public init(
+            maxBatch: Int = 512, writeTimeout: Duration = .seconds(5), readTimeout: Duration = .seconds(5),
+            retention: Duration? = .seconds(30 * 86_400), retentionBatch: Int = 1_000, retentionInterval: Duration = .seconds(60)
+        ) {
+            self.maxBatch = maxBatch
+            self.writeTimeout = writeTimeout
+            self.readTimeout = readTimeout
+            self.retention = retention
+            self.retentionBatch = retentionBatch
+            self.retentionInterval = retentionInterval
+        }
+    }
+
+    /// Told the outcome of an append, once, on the writer's task (or at once, when refused).
+    public typealias Completion = @Sendable (Result<AppendOutcome, ArchiveError>) -> Void
+
+    /// Where the messages are.
+    public let store: any ArchiveStore
+    public let settings: Settings
+    /// Counters for the metrics endpoint.
+    public let statistics = ArchiveStatistics()
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    private struct State: ~Copyable {
+        var queue = GroupCommitQueue<Completion>()
+        var availability = ArchiveAvailability()
+        /// The writer, waiting for work.
+        var writer: CheckedContinuation<Void, Never>?
+        /// The commit under way: when it started and whom it will tell (the watchdog tells
+        /// them instead when it takes too long).
+        var inFlight: (started: UInt64, waiters: [Completion], timedOut: Bool)?
+        /// ``run()`` was cancelled: the writer commits what waits, then stops.
+        var stopping = false
+        /// The writer has stopped: appends are refused.
+        var closed = false
+    }
+
+    /// The store's epoch.
+    public var epoch: ArchiveEpoch { store.epoch }
+
+    /// An archive over `store`. Nothing is committed until ``run()``.
+    public init(store: any ArchiveStore, settings: Settings = Settings(), logger: Logger) {
+        self.store = store
+        self.settings = settings
+        self.logger = logger
+    }
+
+    // MARK: Writing
+
+    /// Queues `message` for the next commit; `completion` is told its outcome once that has
+    /// committed (or failed). Refused at once, with a time to retry, while the store is
+    /// unavailable.
+    public func append(_ message: ArchiveMessage, completion: @escaping Completion) {
+        let now = Self.now()
+        let refusal: ArchiveError?
+        let writer: CheckedContinuation<Void, Never>?
+        (refusal, writer) = state.withLock { state in
+            if state.closed { return (ArchiveError(.closed, "the archive is closed"), nil) }
+            if let refused = state.availability.refusal(now: now) {
+                return (.unavailable("the message archive is unavailable: \(refused.reason)", retryAfter: refused.retryAfter), nil)
+            }
+            state.queue.append(message, waiter: completion)
+            defer { state.writer = nil }
+            return (nil, state.writer)
+        }
+        if let refusal {
+            statistics.refused.add(1, ordering: .relaxed)
+            completion(.failure(refusal))
+        }
+        writer?.resume()
+    }
+
+    /// Stores `message`; returns once committed.
+    public func append(_ message: ArchiveMessage) async throws(ArchiveError) -> AppendOutcome {
+        let result = await withCheckedContinuation { continuation in
+            append(message) { continuation.resume(returning: $0) }
+        }
+        return try result.get()
+    }
+
+    /// Saves a device's position with the next commit (a later save of the same device
+    /// replaces it; a position never moves back). A position lost to a failure is saved with
+    /// the next commit that succeeds; one lost to a crash costs the device repeats, which it
+    /// de-duplicates.
+    public func savePosition(_ position: DevicePosition) {
+        let writer = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.closed else { return nil }
+            state.queue.save(position)
+            defer { state.writer = nil }
+            return state.writer
+        }
+        writer?.resume()
+    }
+
+    /// Whether the store takes writes now (the metric `imgw_archive_available`).
+    public var isAvailable: Bool { state.withLock { $0.availability.isAvailable } }
+
+    /// Messages waiting for a commit.
+    public var queued: Int { state.withLock { $0.queue.count } }
+
+    // MARK: Reading
+
+    /// The entries of `stream` after `after`, at most `through`, oldest first, at most
+    /// `limit`. Throws ``ArchiveError/Code/unavailable`` when the store cannot answer in
+    /// ``Settings/readTimeout``.
+    public func read(stream: String, after: UInt64, through: UInt64 = .max, limit: Int) async throws(ArchiveError) -> [StoredEntry] {
+        let store = self.store
+        return try await reading("read \(stream)") { try await store.read(stream: stream, after: after, through: through, limit: limit) }
+    }
+
+    /// What `stream` holds.
+    public func bounds(of stream: String) async throws(ArchiveError) -> StreamBounds {
+        let store = self.store
+        return try await reading("bounds of \(stream)") { try await store.bounds(of: stream) }
+    }
+
+    /// The saved position of a device.
+    public func position(user: String, device: String) async throws(ArchiveError) -> UInt64? {
+        let store = self.store
+        return try await reading("position of \(user)/\(device)") { try await store.position(user: user, device: device) }
+    }
+
+    private func reading<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws(ArchiveError) -> T {
+        switch await Self.within(settings.readTimeout, body) {
+        case .success(let value):
+            return value
+        case .failure(let error):
+            statistics.readFailures.add(1, ordering: .relaxed)
+            if let error = error as? ArchiveError { throw error }
+            throw .unavailable("the message archive could not be read (\(what)): \(error)", retryAfter: 1_000)
+        }
+    }
+
+    /// `body`'s result, or a timeout after `limit` (`body` goes on, unobserved).
+    static func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async -> Result<T, any Error> {
+        let slot = OnceSlot<Result<T, any Error>>()
+        return await withCheckedContinuation { continuation in
+            slot.set(continuation)
+            let timer = Task {
+                try? await Task.sleep(for: limit)
+                slot.resume(.failure(ArchiveError(.unavailable, "no answer within \(limit)")))
+            }
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                timer.cancel()
+                slot.resume(result)
+            }
+        }
+    }
+
+    /// A continuation resumed by whichever comes first.
+    private final class OnceSlot<T: Sendable>: Sendable {
+        private let continuation = Mutex<CheckedContinuation<T, Never>?>(nil)
+
+        func set(_ continuation: CheckedContinuation<T, Never>) {
+            self.continuation.withLock { $0 = continuation }
+        }
+
+        func resume(_ value: T) {
+            continuation.withLock { $0.take() }?.resume(returning: value)
+        }
+    }
+
+    // MARK: The writer
+
+    /// Commits what is appended until cancelled, then commits what still waits, closes the
+    /// store and returns. Also runs retention and the commit watchdog.
+    public func run() async {
+        // The writer is not cancelled with this task: it commits what waits first (GRDB and
+        // postgres-nio give up on a cancelled task's work).
+        let writer = Task { await self.write() }
+        await withTaskCancellationHandler {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.watchdog() }
+                if settings.retention != nil { group.addTask { await self.retain() } }
+                await writer.value
+                group.cancelAll()
+            }
+        } onCancel: {
+            let writer = state.withLock { state in
+                state.stopping = true
+                defer { state.writer = nil }
+                return state.writer
+            }
+            writer?.resume()
+        }
+        await store.close()
+    }
+
+    private func write() async {
+        while let batch = await nextBatch() {
+            await commit(batch)
+        }
+    }
+
+    private enum Next {
+        case batch(GroupCommitQueue<Completion>.Batch)
+        case wait(until: UInt64?)
+        case done
+    }
+
+    /// The next batch, once there is one; `nil` once stopping with nothing left.
+    private func nextBatch() async -> GroupCommitQueue<Completion>.Batch? {
+        while true {
+            let now = Self.now()
+            let next = state.withLock { state -> Next in
+                // After a failure, nothing is tried before the retry time (what waits then
+                // are positions, and messages queued before the failure).
+                if case .unavailable(let until, _, _) = state.availability.state, now < until, !state.stopping {
+                    return .wait(until: until)
+                }
+                if !state.queue.isEmpty { return .batch(state.queue.take(maxBatch: settings.maxBatch)) }
+                if state.stopping {
+                    state.closed = true
+                    return .done
+                }
+                return .wait(until: nil)
+            }
+            switch next {
+            case .batch(let batch):
+                return batch
+            case .done:
+                return nil
+            case .wait(let until?):
+                try? await Task.sleep(for: .nanoseconds(Int64(until - now)))
+            case .wait(nil):
+                await withCheckedContinuation { continuation in
+                    let ready = state.withLock { state in
+                        guard state.queue.isEmpty, !state.stopping else { return true }
+                        state.writer = continuation
+                        return false
+                    }
+                    if ready { continuation.resume() }
+                }
+            }
+        }
+    }
+
+    private func commit(_ batch: GroupCommitQueue<Completion>.Batch) async {
+        let started = Self.now()
+        state.withLock { $0.inFlight = (started, batch.waiters, false) }
+        let result: Result<[AppendOutcome], any Error>
+        do {
+            result = .success(try await store.commit(batch.messages, positions: batch.positions))
+        } catch {
+            result = .failure(error)
+        }
+        let finished = Self.now()
+        let told = state.withLock { state -> Bool in
+            defer { state.inFlight = nil }
+            return state.inFlight?.timedOut ?? false
+        }
+        switch result {
+        case .success(let outcomes):
+            statistics.recordCommit(messages: batch.messages.count, nanoseconds: finished - started)
+            for outcome in outcomes {
+                switch outcome {
+                case .stored: statistics.stored.add(1, ordering: .relaxed)
+                case .duplicate: statistics.duplicates.add(1, ordering: .relaxed)
+                case .reused: statistics.reused.add(1, ordering: .relaxed)
+                }
+            }
+            statistics.positionsSaved.add(batch.positions.count, ordering: .relaxed)
+            if state.withLock({ $0.availability.succeeded() }) {
+                statistics.available.store(true, ordering: .relaxed)
+                logger.notice("the message archive takes messages again", metadata: ["archive": "\(store.description)"])
+            }
+            if !told {
+                for (waiter, outcome) in zip(batch.waiters, outcomes) { waiter(.success(outcome)) }
+            }
+        case .failure(let error):
+            let retry = failed("\(error)", at: finished)
+            // The positions are saved with a later commit (unless the archive is stopping).
+            state.withLock { state in
+                guard !state.stopping else { return }
+                for position in batch.positions { state.queue.save(position) }
+            }
+            if !told {
+                let refusal = ArchiveError.unavailable("the message archive could not store it: \(error)", retryAfter: retry)
+                statistics.refused.add(batch.waiters.count, ordering: .relaxed)
+                for waiter in batch.waiters { waiter(.failure(refusal)) }
+            }
+        }
+    }
+
+    /// Marks the store unavailable after a failed (or too slow) commit; returns the time
+    /// to retry, in milliseconds.
+    private func failed(_ reason: String, at now: UInt64) -> UInt32 {
+        statistics.failedCommits.add(1, ordering: .relaxed)
+        statistics.available.store(false, ordering: .relaxed)
+        let (retry, first) = state.withLock { $0.availability.failed(now: now, reason: reason) }
+        if first {
+            logger.error(
+                "the message archive cannot store messages: chats are refused until it can",
+                metadata: ["archive": "\(store.description)", "error": "\(reason)", "retry-in-ms": "\(retry)"])
+        } else {
+            logger.warning(
+                "the message archive still cannot store messages",
+                metadata: ["archive": "\(store.description)", "error": "\(reason)", "retry-in-ms": "\(retry)"])
+        }
+        return retry
+    }
+
+    /// Tells the waiters of a commit that takes longer than ``Settings/writeTimeout`` that
+    /// it failed, and refuses new messages, without waiting for the commit to end.
+    private func watchdog() async {
+        let limit = UInt64(settings.writeTimeout.components.seconds) * 1_000_000_000
+            + UInt64(settings.writeTimeout.components.attoseconds / 1_000_000_000)
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(100))
+            let now = Self.now()
+            let late = state.withLock { state -> [Completion]? in
+                guard let inFlight = state.inFlight, !inFlight.timedOut, now - inFlight.started > limit else { return nil }
+                state.inFlight?.timedOut = true
+                return inFlight.waiters
+            }
+            guard let late else { continue }
+            let retry = failed("a commit took longer than \(settings.writeTimeout)", at: now)
+            let refusal = ArchiveError.unavailable(
+                "the message archive did not store it within \(settings.writeTimeout)", retryAfter: retry)
+            statistics.refused.add(late.count, ordering: .relaxed)
+            for waiter in late { waiter(.failure(refusal)) }
+        }
+    }
+
+    /// Deletes what is older than the retention, in short transactions, now and then.
+    private func retain() async {
+        guard let retention = settings.retention else { return }
+        let keep = UInt64(retention.components.seconds) * 1_000
+        while !Task.isCancelled {
+            var deleted = 0
+            while !Task.isCancelled {
+                let cutoff = UInt64(Self.wallMilliseconds()) &- keep
+                let count: Int
+                do {
+                    count = try await store.deleteMessages(acceptedBefore: cutoff, limit: settings.retentionBatch)
+                } catch {
+                    logger.notice("retention could not delete old messages; trying again later", metadata: ["error": "\(error)"])
+                    break
+                }
+                deleted += count
+                statistics.deleted.add(count, ordering: .relaxed)
+                if count < settings.retentionBatch { break }
+                // Writers go between two batches.
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            if deleted > 0 {
+                logger.info("retention deleted old messages", metadata: ["messages": "\(deleted)", "retention": "\(retention)"])
+            }
+            try? await Task.sleep(for: settings.retentionInterval)
+        }
+    }
+
+    static func now() -> UInt64 { NIODeadline.now().uptimeNanoseconds }
+
+    static func wallMilliseconds() -> Int64 {
+        Int64((Date().timeIntervalSince1970 * 1_000).rounded(.down))
+    }
+}
+
+/// The archive's counters (the metrics endpoint exports them).
+public final class ArchiveStatistics: Sendable {
+    /// Messages stored.
+    public let stored = Atomic<Int>(0)
+    /// Messages found stored already (resends).
+    public let duplicates = Atomic<Int>(0)
+    /// Messages refused for an id used for another message.
+    public let reused = Atomic<Int>(0)
+    /// Messages refused because the store was unavailable (at once, or their commit failed).
+    public let refused = Atomic<Int>(0)
+    /// Transactions committed.
+    public let commits = Atomic<Int>(0)
+    /// Messages in those transactions.
+    public let committedMessages = Atomic<Int>(0)
+    /// Time spent committing, nanoseconds.
+    public let commitNanoseconds = Atomic<Int>(0)
+    /// Commits that failed or took too long.
+    public let failedCommits = Atomic<Int>(0)
+    /// Reads that failed or took too long.
+    public let readFailures = Atomic<Int>(0)
+    /// Device positions saved.
+    public let positionsSaved = Atomic<Int>(0)
+    /// Messages deleted by retention.
+    public let deleted = Atomic<Int>(0)
+    /// Whether the store takes writes.
+    public let available = Atomic<Bool>(true)
+
+    func recordCommit(messages: Int, nanoseconds: UInt64) {
+        commits.add(1, ordering: .relaxed)
+        committedMessages.add(messages, ordering: .relaxed)
+        commitNanoseconds.add(Int(clamping: nanoseconds), ordering: .relaxed)
+    }
+}

@@ -1,0 +1,64 @@
+/// One entry of a user's stream, as read back: a message at an offset.
+public struct StoredEntry: Sendable, Hashable {
+    /// The user whose stream it is.
+    public var stream: String
+    /// Its offset in the stream: 1, 2, 3, ... in commit order.
+    public var offset: UInt64
+    /// For the sender's own copy: the device that sent it; `nil` for a message received.
+    public var origin: String?
+    /// The sender's user id.
+    public var sender: String
+    /// The sender's message id.
+    public var messageID: String
+    /// When the gateway accepted it, Unix milliseconds.
+    public var serverTime: UInt64
+    /// The stored body.
+    public var body: [UInt8]
+
+    /// An entry.
+    public init(stream: String, offset: UInt64, origin: String?, sender: String, messageID: String, serverTime: UInt64, body: [UInt8]) {
+        self.stream = stream
+        self.offset = offset
+        self.origin = origin
+        self.sender = sender
+        self.messageID = messageID
+        self.serverTime = serverTime
+        self.body = body
+    }
+}
+
+/// What a stream holds: the offsets given out so far, and the oldest still stored (older ones
+/// were deleted by retention).
+public struct StreamBounds: Sendable, Hashable {
+    /// The last offset given out; 0 for a stream nothing was ever stored in.
+    public var last: UInt64
+    /// The first offset still stored; `last + 1` when none is.
+    public var first: UInt64
+
+    /// Bounds.
+    public init(last: UInt64, first: UInt64) {
+        self.last = last
+        self.first = first
+    }
+
+    /// A stream nothing was stored in.
+    public static let empty = StreamBounds(last: 0, first: 1)
+}
+
+/// How far a device has come in its user's stream: it has (or was given and ACKed, or does
+/// not need) every entry up to `offset`.
+public struct DevicePosition: Sendable, Hashable {
+    /// The user.
+    public var user: String
+    /// The device.
+    public var device: String
+    /// Everything up to this offset is done.
+    public var offset: UInt64
+
+    /// A position.
+    public init(user: String, device: String, offset: UInt64) {
+        self.user = user
+        self.device = device
+        self.offset = offset
+    }
+}

@@ -1,0 +1,211 @@
+import Foundation
+@testable import IMArchive
+import Logging
+import Synchronization
+import Testing
+
+/// A real SQLite store whose commits can be made to fail or to hang: the archive's own logic
+/// (group commit, refusals, the watchdog) under a store that misbehaves. The integration
+/// tests make the real stores fail (a full disk, PostgreSQL stopped).
+final class FaultyStore: ArchiveStore {
+    enum Fault: Sendable { case none, fail, hang }
+
+    let inner: SQLiteArchiveStore
+    let fault = Mutex(Fault.none)
+    let commits = Mutex<[Int]>([])
+
+    init(_ inner: SQLiteArchiveStore) { self.inner = inner }
+
+    var epoch: ArchiveEpoch { inner.epoch }
+    var description: String { "faulty \(inner.description)" }
+
+    func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome] {
+        switch fault.withLock({ $0 }) {
+        case .fail: throw ArchiveError(.unavailable, "disk I/O error (injected)")
+        case .hang: try await Task.sleep(for: .seconds(3))
+        case .none: break
+        }
+        commits.withLock { $0.append(messages.count) }
+        return try await inner.commit(messages, positions: positions)
+    }
+
+    func read(stream: String, after: UInt64, through: UInt64, limit: Int) async throws -> [StoredEntry] {
+        try await inner.read(stream: stream, after: after, through: through, limit: limit)
+    }
+    func bounds(of stream: String) async throws -> StreamBounds { try await inner.bounds(of: stream) }
+    func position(user: String, device: String) async throws -> UInt64? { try await inner.position(user: user, device: device) }
+    func deleteMessages(acceptedBefore serverTime: UInt64, limit: Int) async throws -> Int {
+        try await inner.deleteMessages(acceptedBefore: serverTime, limit: limit)
+    }
+    func size() async throws -> ArchiveSize { try await inner.size() }
+    func close() async { await inner.close() }
+}
+
+@Suite("MessageArchive")
+struct MessageArchiveTests {
+    static let logger = Logger(label: "archive-test")
+
+    /// Runs `body` with an archive over a faulty SQLite store, then stops the archive.
+    static func withArchive(
+        _ settings: MessageArchive.Settings = .init(retention: nil), _ body: (MessageArchive, FaultyStore) async throws -> Void
+    ) async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = FaultyStore(try SQLiteArchiveStore.open(path: scratch.path))
+        let archive = MessageArchive(store: store, settings: settings, logger: logger)
+        let writer = Task { await archive.run() }
+        do {
+            try await body(archive, store)
+        } catch {
+            writer.cancel()
+            await writer.value
+            throw error
+        }
+        writer.cancel()
+        await writer.value
+    }
+
+    @Test("appends made together are committed together, each told its own offsets, in order")
+    func groupCommit() async throws {
+        try await Self.withArchive { archive, store in
+            // Held up, so that the 200 appends below wait together.
+            store.fault.withLock { $0 = .hang }
+            let first = Task { try await archive.append(chat("alice", "m-0", to: ["bob"])) }
+            try await Task.sleep(for: .milliseconds(50))
+            store.fault.withLock { $0 = .none }
+            let outcomes = Mutex<[Int: AppendOutcome]>([:])
+            for index in 1...200 {
+                archive.append(chat("alice", "m-\(index)", to: ["bob"])) { result in
+                    outcomes.withLock { $0[index] = try? result.get() }
+                }
+            }
+            #expect(try await first.value == .stored([1, 1]))
+            while outcomes.withLock({ $0.count }) < 200 { try await Task.sleep(for: .milliseconds(10)) }
+            let offsets = outcomes.withLock { $0 }.sorted { $0.key < $1.key }.map { $0.value }
+            #expect(offsets == (1...200).map { AppendOutcome.stored([UInt64($0) + 1, UInt64($0) + 1]) })
+            let commits = store.commits.withLock { $0 }
+            #expect(commits.reduce(0, +) == 201)
+            #expect(commits.count < 20, "200 appends waiting together take few transactions: \(commits)")
+            #expect(archive.statistics.stored.load(ordering: .relaxed) == 201)
+        }
+    }
+
+    @Test("a failed commit refuses its messages, and new ones at once, with the time to retry; the next success ends it")
+    func unavailable() async throws {
+        try await Self.withArchive { archive, store in
+            store.fault.withLock { $0 = .fail }
+            let refused: Result<AppendOutcome, ArchiveError> = await withCheckedContinuation { continuation in
+                archive.append(chat("alice", "m-1", to: ["bob"])) { continuation.resume(returning: $0) }
+            }
+            guard case .failure(let error) = refused else {
+                Issue.record("a failed commit reported \(refused)")
+                return
+            }
+            #expect(error.code == .unavailable && error.retryAfter == 1_000 && "\(error)".contains("injected"))
+            #expect(!archive.isAvailable)
+            // Refused at once, without touching the store, with the time left.
+            let before = store.commits.withLock { $0.count }
+            await #expect { _ = try await archive.append(chat("alice", "m-2", to: ["bob"])) } throws: { error in
+                guard let error = error as? ArchiveError, let retry = error.retryAfter else { return false }
+                return error.code == .unavailable && retry > 0 && retry <= 1_000
+            }
+            #expect(store.commits.withLock { $0.count } == before)
+            store.fault.withLock { $0 = .none }
+            // Past the retry time, the next message is tried, and stored.
+            var outcome: AppendOutcome?
+            for _ in 0..<50 where outcome == nil {
+                outcome = try? await archive.append(chat("alice", "m-3", to: ["bob"]))
+                if outcome == nil { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(outcome == .stored([1, 1]), "nothing of the refused messages was stored")
+            #expect(archive.isAvailable)
+            #expect(archive.statistics.failedCommits.load(ordering: .relaxed) == 1)
+        }
+    }
+
+    @Test("a commit that takes longer than the write timeout is refused without waiting for it")
+    func slowCommit() async throws {
+        try await Self.withArchive(.init(writeTimeout: .milliseconds(300), retention: nil)) { archive, store in
+            store.fault.withLock { $0 = .hang }
+            let started = ContinuousClock.now
+            await #expect { _ = try await archive.append(chat("alice", "m-1", to: ["bob"])) } throws: { error in
+                (error as? ArchiveError)?.code == .unavailable && "\(error)".contains("within")
+            }
+            #expect(ContinuousClock.now - started < .seconds(2), "told before the 3 s commit ended")
+            store.fault.withLock { $0 = .none }
+        }
+    }
+
+    @Test("positions are saved with the next commit, the furthest one of each device")
+    func positions() async throws {
+        try await Self.withArchive { archive, store in
+            archive.savePosition(DevicePosition(user: "bob", device: "phone", offset: 4))
+            archive.savePosition(DevicePosition(user: "bob", device: "phone", offset: 2))
+            _ = try await archive.append(chat("alice", "m-1", to: ["bob"]))
+            #expect(try await archive.position(user: "bob", device: "phone") == 4)
+        }
+    }
+
+    @Test("stopping commits what waits, then refuses")
+    func stop() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let archive = MessageArchive(store: try SQLiteArchiveStore.open(path: scratch.path), settings: .init(retention: nil), logger: Self.logger)
+        let writer = Task { await archive.run() }
+        let outcome = Mutex<Result<AppendOutcome, ArchiveError>?>(nil)
+        archive.append(chat("alice", "m-1", to: ["bob"])) { result in outcome.withLock { $0 = result } }
+        archive.savePosition(DevicePosition(user: "bob", device: "phone", offset: 1))
+        writer.cancel()
+        await writer.value
+        #expect(outcome.withLock { $0 } == .success(.stored([1, 1])))
+        await #expect { _ = try await archive.append(chat("alice", "m-2", to: ["bob"])) } throws: { error in
+            (error as? ArchiveError)?.code == .closed
+        }
+        let reopened = try SQLiteArchiveStore.open(path: scratch.path)
+        #expect(try await reopened.position(user: "bob", device: "phone") == 1)
+        await reopened.close()
+    }
+}
+
+@Suite("ArchiveAvailability")
+struct ArchiveAvailabilityTests {
+    @Test("refuses until the retry time, doubling up to 8 s while failures go on; a success ends it")
+    func backoff() {
+        var availability = ArchiveAvailability()
+        #expect(availability.refusal(now: 0) == nil)
+        let first = availability.failed(now: 0, reason: "disk full")
+        #expect(first.retryAfter == 1_000 && first.wasAvailable)
+        #expect(availability.refusal(now: 400_000_000)?.retryAfter == 600)
+        #expect(availability.refusal(now: 400_000_000)?.reason == "disk full")
+        #expect(availability.refusal(now: 1_000_000_000) == nil, "tried again once the time has passed")
+        var waits: [UInt32] = []
+        for step in 1...5 { waits.append(availability.failed(now: UInt64(step) * 10_000_000_000, reason: "down").retryAfter) }
+        #expect(waits == [2_000, 4_000, 8_000, 8_000, 8_000])
+        let recovered = availability.succeeded()
+        #expect(recovered)
+        let again = availability.succeeded()
+        #expect(availability.isAvailable && !again)
+        #expect(availability.failed(now: 0, reason: "again").retryAfter == 1_000, "a new run of failures starts at 1 s")
+    }
+}
+
+@Suite("GroupCommitQueue")
+struct GroupCommitQueueTests {
+    @Test("takes at most the batch in order, every position (the furthest per device), and drains")
+    func batches() {
+        var queue = GroupCommitQueue<Int>()
+        for index in 0..<5 { queue.append(chat("alice", "m-\(index)", to: ["bob"]), waiter: index) }
+        queue.save(DevicePosition(user: "bob", device: "phone", offset: 3))
+        queue.save(DevicePosition(user: "bob", device: "phone", offset: 2))
+        queue.save(DevicePosition(user: "bob", device: "tablet", offset: 1))
+        let batch = queue.take(maxBatch: 3)
+        #expect(batch.waiters == [0, 1, 2])
+        #expect(batch.messages.map(\.messageID) == ["m-0", "m-1", "m-2"])
+        #expect(Set(batch.positions) == [DevicePosition(user: "bob", device: "phone", offset: 3), DevicePosition(user: "bob", device: "tablet", offset: 1)])
+        let rest = queue.take(maxBatch: 3)
+        #expect(rest.waiters == [3, 4] && rest.positions.isEmpty)
+        #expect(queue.isEmpty)
+        queue.append(chat("alice", "m-9", to: ["bob"]), waiter: 9)
+        #expect(queue.drain() == [9] && queue.isEmpty)
+    }
+}

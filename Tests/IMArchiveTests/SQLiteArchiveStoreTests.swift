@@ -1,0 +1,161 @@
+import Foundation
+import GRDB
+@testable import IMArchive
+import Testing
+
+/// A fresh directory for one test's SQLite files, removed by `remove()`.
+struct Scratch {
+    let directory: URL
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-archive-\(UInt64.random(in: 0...UInt64.max))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    var path: String { directory.appendingPathComponent("archive.sqlite").path }
+
+    func remove() { try? FileManager.default.removeItem(at: directory) }
+}
+
+/// A chat from `sender` with `id` to `to` (and the sender's own copy, from `device`).
+func chat(_ sender: String, _ id: String, to: [String], device: String? = "phone", text: String = "hi", at time: UInt64 = 1_000) -> ArchiveMessage {
+    var copies = to.map { ArchiveMessage.Copy(stream: $0) }
+    if let device { copies.append(.init(stream: sender, origin: device)) }
+    return ArchiveMessage(
+        sender: sender, messageID: id, fingerprint: UInt64(truncatingIfNeeded: (to.joined() + text).hashValue),
+        serverTime: time, body: Array("{\"text\":\"\(text)\"}".utf8), copies: copies)
+}
+
+@Suite("SQLite archive store")
+struct SQLiteArchiveStoreTests {
+    @Test("offsets count 1, 2, 3 per stream across commits, the sender's copy in its own stream")
+    func offsets() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        let first = try await store.commit([chat("alice", "m-1", to: ["bob"]), chat("carol", "m-1", to: ["bob"], device: nil)], positions: [])
+        #expect(first == [.stored([1, 1]), .stored([2])])
+        let second = try await store.commit([chat("alice", "m-2", to: ["bob", "dave"])], positions: [])
+        #expect(second == [.stored([3, 1, 2])])
+        let bob = try await store.read(stream: "bob", after: 0, through: .max, limit: 10)
+        #expect(bob.map(\.offset) == [1, 2, 3])
+        #expect(bob.map(\.sender) == ["alice", "carol", "alice"])
+        #expect(bob.allSatisfy { $0.origin == nil })
+        let alice = try await store.read(stream: "alice", after: 0, through: .max, limit: 10)
+        #expect(alice.map(\.offset) == [1, 2])
+        #expect(alice.map(\.origin) == ["phone", "phone"])
+        #expect(alice.first?.body == Array("{\"text\":\"hi\"}".utf8))
+        #expect(try await store.read(stream: "bob", after: 1, through: 2, limit: 10).map(\.offset) == [2])
+        #expect(try await store.read(stream: "bob", after: 0, through: .max, limit: 2).map(\.offset) == [1, 2])
+        #expect(try await store.bounds(of: "bob") == StreamBounds(last: 3, first: 1))
+        #expect(try await store.bounds(of: "nobody") == .empty)
+        await store.close()
+    }
+
+    @Test("a message stored again is a duplicate with its first copies, another with the same id is reused")
+    func duplicates() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        let message = chat("alice", "m-1", to: ["bob"], at: 77)
+        _ = try await store.commit([message], positions: [])
+        var later = message
+        later.serverTime = 99
+        // Within one batch too: the second of two equal messages is a duplicate of the first.
+        let outcomes = try await store.commit([later, chat("alice", "m-1", to: ["bob"], text: "other"), chat("alice", "m-2", to: ["bob"]),
+                                               chat("alice", "m-2", to: ["bob"])], positions: [])
+        guard case .duplicate(let first, 77) = outcomes[0] else {
+            Issue.record("expected a duplicate with the first server time, got \(outcomes[0])")
+            return
+        }
+        #expect(Set(first) == [StoredCopy(stream: "bob", offset: 1), StoredCopy(stream: "alice", offset: 1, origin: "phone")])
+        #expect(outcomes[1] == .reused)
+        #expect(outcomes[2] == .stored([2, 2]))
+        guard case .duplicate(let copies, 1_000) = outcomes[3] else {
+            Issue.record("expected a duplicate, got \(outcomes[3])")
+            return
+        }
+        #expect(Set(copies) == [StoredCopy(stream: "bob", offset: 2), StoredCopy(stream: "alice", offset: 2, origin: "phone")])
+        #expect(outcomes[0].offset(in: "bob", of: message) == 1)
+        #expect(try await store.bounds(of: "bob").last == 2, "nothing was added for the duplicate and the reuse")
+        await store.close()
+    }
+
+    @Test("positions: saved with a commit, never moved back")
+    func positions() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        #expect(try await store.position(user: "bob", device: "phone") == nil)
+        _ = try await store.commit([], positions: [DevicePosition(user: "bob", device: "phone", offset: 5)])
+        _ = try await store.commit([], positions: [DevicePosition(user: "bob", device: "phone", offset: 3),
+                                                   DevicePosition(user: "bob", device: "tablet", offset: 1)])
+        #expect(try await store.position(user: "bob", device: "phone") == 5)
+        #expect(try await store.position(user: "bob", device: "tablet") == 1)
+        await store.close()
+    }
+
+    @Test("the epoch is kept across reopening; a new file has another one")
+    func epoch() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        _ = try await store.commit([chat("alice", "m-1", to: ["bob"])], positions: [])
+        let epoch = store.epoch
+        await store.close()
+        let again = try SQLiteArchiveStore.open(path: scratch.path, synchronous: .full)
+        #expect(again.epoch == epoch)
+        #expect(try await again.commit([chat("alice", "m-2", to: ["bob"])], positions: []) == [.stored([2, 2])], "offsets go on")
+        await again.close()
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: scratch.path + suffix) }
+        let fresh = try SQLiteArchiveStore.open(path: scratch.path)
+        #expect(fresh.epoch != epoch)
+        #expect(try await fresh.bounds(of: "bob") == .empty)
+        await fresh.close()
+    }
+
+    @Test("retention deletes the oldest messages in batches; offsets are never given out again")
+    func retention() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        let messages = (1...10).map { chat("alice", "m-\($0)", to: ["bob"], at: UInt64($0) * 100) }
+        _ = try await store.commit(messages, positions: [])
+        #expect(try await store.deleteMessages(acceptedBefore: 750, limit: 4) == 4)
+        #expect(try await store.bounds(of: "bob") == StreamBounds(last: 10, first: 5))
+        #expect(try await store.deleteMessages(acceptedBefore: 750, limit: 4) == 3)
+        #expect(try await store.deleteMessages(acceptedBefore: 750, limit: 4) == 0)
+        #expect(try await store.read(stream: "bob", after: 0, through: .max, limit: 100).map(\.offset) == [8, 9, 10])
+        #expect(try await store.deleteMessages(acceptedBefore: .max, limit: 100) == 3)
+        #expect(try await store.bounds(of: "bob") == StreamBounds(last: 10, first: 11))
+        #expect(try await store.commit([chat("alice", "m-11", to: ["bob"])], positions: []) == [.stored([11, 11])])
+        let size = try await store.size()
+        #expect(size.messages == 1 && size.entries == 2 && size.bytes > 0)
+        await store.close()
+    }
+
+    @Test("a file that is not an imgw archive is refused, and says so")
+    func notAnArchive() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try Data("this is not a database, it is a text file of some length ...".utf8).write(to: URL(fileURLWithPath: scratch.path))
+        #expect { try SQLiteArchiveStore.open(path: scratch.path) } throws: { error in
+            guard let error = error as? ArchiveError else { return false }
+            return error.code == .corrupt || error.code == .misconfigured
+        }
+        try FileManager.default.removeItem(atPath: scratch.path)
+        let other = try DatabaseQueue(path: scratch.path)
+        try await other.write { db in try db.execute(sql: "CREATE TABLE customers (id INTEGER PRIMARY KEY)") }
+        try other.close()
+        #expect { try SQLiteArchiveStore.open(path: scratch.path) } throws: { error in
+            (error as? ArchiveError)?.code == .corrupt && "\(error)".contains("customers")
+        }
+    }
+
+    @Test("a directory that cannot be created is a clear error")
+    func badPath() {
+        #expect { try SQLiteArchiveStore.open(path: "/proc/imgw-no/archive.sqlite") } throws: { error in
+            (error as? ArchiveError)?.code == .misconfigured && "\(error)".contains("/proc/imgw-no")
+        }
+    }
+}
