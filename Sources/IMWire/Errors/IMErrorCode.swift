@@ -90,6 +90,9 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
     public static let serverShuttingDown = IMErrorCode(501)
     /// The broker did not accept the message; resend it later with the resend flag.
     public static let brokerUnavailable = IMErrorCode(502)
+    /// The gateway's message archive cannot store the message (or be read) now; send it again
+    /// after RETRY_AFTER. Nothing was stored or sent.
+    public static let storeUnavailable = IMErrorCode(503)
 
     /// Every code defined by this version, in ascending order.
     public static let allKnown: [IMErrorCode] = [
@@ -98,7 +101,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         .notLoggedIn, .authFailed, .tokenExpired, .forbidden, .invalidUserID, .loginTimeout, .idleTimeout,
         .sessionTakenOver, .alreadyLoggedIn, .disconnected,
         .badRequest, .unknownOperation, .rateLimited, .invalidTopic, .qosNotSupported, .messageIDReused, .limitReached,
-        .internalError, .serverShuttingDown, .brokerUnavailable,
+        .internalError, .serverShuttingDown, .brokerUnavailable, .storeUnavailable,
     ]
 
     /// The upper-snake-case name used in the protocol document, or `nil` for an unknown code.
@@ -143,5 +146,6 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         500: ("INTERNAL_ERROR", false, "An unexpected failure in the gateway."),
         501: ("SERVER_SHUTTING_DOWN", true, "The gateway is shutting down (KICK reason)."),
         502: ("BROKER_UNAVAILABLE", false, "The broker did not accept the message; resend it later."),
+        503: ("STORE_UNAVAILABLE", false, "The message archive cannot store the message (or be read) now; nothing was sent: resend it after RETRY_AFTER."),
     ]
 }

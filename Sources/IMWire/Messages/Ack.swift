@@ -25,6 +25,13 @@ public struct Ack: Hashable, Sendable {
     public var retryAfter: UInt32?
     /// Per-filter results, when acknowledging a SUBSCRIBE (in request order).
     public var subscriptions: [SubscriptionResult]
+    /// With a message archive: in the ACK of a CHAT, the message's offset in the sender's own
+    /// stream; in the ACK of a SYNC, the stream's end it caught up to (STREAM_OFFSET).
+    public var streamOffset: UInt64?
+    /// In the ACK of a SYNC: the archive's epoch (STREAM_EPOCH).
+    public var streamEpoch: UInt64?
+    /// In the ACK of a SYNC: how the device's position was taken.
+    public var syncStatus: IMSyncStatus?
     /// Whether this ACK was decoded from the seed client's 4-byte form.
     public var isSeedForm: Bool
 
@@ -37,7 +44,10 @@ public struct Ack: Hashable, Sendable {
         error: IMErrorCode? = nil,
         errorMessage: String? = nil,
         retryAfter: UInt32? = nil,
-        subscriptions: [SubscriptionResult] = []
+        subscriptions: [SubscriptionResult] = [],
+        streamOffset: UInt64? = nil,
+        streamEpoch: UInt64? = nil,
+        syncStatus: IMSyncStatus? = nil
     ) {
         self.sequence = sequence
         self.messageID = messageID
@@ -47,6 +57,9 @@ public struct Ack: Hashable, Sendable {
         self.errorMessage = errorMessage
         self.retryAfter = retryAfter
         self.subscriptions = subscriptions
+        self.streamOffset = streamOffset
+        self.streamEpoch = streamEpoch
+        self.syncStatus = syncStatus
         self.isSeedForm = false
     }
 
@@ -64,6 +77,12 @@ public struct Ack: Hashable, Sendable {
     /// `tokenExpiry` (the new token's `exp`, Unix milliseconds).
     public static func tokenRefreshed(sequence: UInt32, tokenExpiry: UInt64) -> Ack {
         Ack(sequence: sequence, tokenExpiry: tokenExpiry)
+    }
+
+    /// A negative ACK STORE_UNAVAILABLE: the archive could not store the message; send it again
+    /// in `retryAfter` milliseconds.
+    public static func storeUnavailable(sequence: UInt32, retryAfter: UInt32, message: String? = nil) -> Ack {
+        Ack(sequence: sequence, error: .storeUnavailable, errorMessage: message, retryAfter: retryAfter)
     }
 
     /// Whether this ACK refuses the frame.
@@ -89,6 +108,9 @@ public struct Ack: Hashable, Sendable {
         self.error = try fields.optionalInteger(.errorCode, as: UInt16.self).map(IMErrorCode.init(rawValue:))
         self.errorMessage = try fields.optionalString(.errorMessage)
         self.retryAfter = try fields.optionalInteger(.retryAfter, as: UInt32.self)
+        self.streamOffset = try fields.optionalInteger(.streamOffset)
+        self.streamEpoch = try fields.optionalInteger(.streamEpoch)
+        self.syncStatus = try fields.optionalInteger(.syncStatus, as: UInt8.self).map(IMSyncStatus.init(rawValue:))
         if let list = try fields.optional(.container) {
             for record in try list.items().all(.container) {
                 self.subscriptions.append(try SubscriptionResult(fields: record.items()))
@@ -105,6 +127,9 @@ public struct Ack: Hashable, Sendable {
         if let error { writer.write(.errorCode, integer: error.rawValue) }
         if let errorMessage { writer.write(.errorMessage, string: errorMessage) }
         if let retryAfter { writer.write(.retryAfter, integer: retryAfter) }
+        if let syncStatus { writer.write(.syncStatus, integer: syncStatus.rawValue) }
+        if let streamOffset { writer.write(.streamOffset, integer: streamOffset) }
+        if let streamEpoch { writer.write(.streamEpoch, integer: streamEpoch) }
         if !self.subscriptions.isEmpty {
             writer.writeContainer { list in
                 for result in self.subscriptions { result.write(to: &list) }

@@ -30,6 +30,11 @@ public struct ChatDelivery: IMMessageBody {
     public var resend: Bool
     /// Application-defined items (0xF000–0xFFFE) from the sender.
     public var extensions: [TLVItem]
+    /// From a gateway with a message archive: the message's offset in the receiving user's
+    /// stream (STREAM_OFFSET).
+    public var streamOffset: UInt64?
+    /// Whether it was replayed from the archive (the device had missed it).
+    public var archived: Bool
 
     /// Creates a delivery.
     public init(
@@ -42,7 +47,9 @@ public struct ChatDelivery: IMMessageBody {
         extensions: [TLVItem] = [],
         group: String? = nil,
         to: String? = nil,
-        carbon: Bool = false
+        carbon: Bool = false,
+        streamOffset: UInt64? = nil,
+        archived: Bool = false
     ) {
         self.from = from
         self.group = group
@@ -54,6 +61,8 @@ public struct ChatDelivery: IMMessageBody {
         self.qos = qos
         self.resend = resend
         self.extensions = extensions
+        self.streamOffset = streamOffset
+        self.archived = archived
     }
 
     /// The delivery of `chat` sent by `from`, accepted at `serverTime`.
@@ -81,6 +90,8 @@ public struct ChatDelivery: IMMessageBody {
         self.qos = try fields.qos(default: .atLeastOnce)
         self.resend = try fields.flag(.resend)
         self.extensions = fields.applicationItems
+        self.streamOffset = try fields.optionalInteger(.streamOffset)
+        self.archived = try fields.flag(.archived)
     }
 
     public func write(to writer: inout TLVWriter) {
@@ -97,6 +108,8 @@ public struct ChatDelivery: IMMessageBody {
         writer.write(.serverTime, integer: self.serverTime)
         if self.qos != .atLeastOnce { writer.write(.qos, integer: self.qos.rawValue) }
         if self.resend { writer.write(.resend, flag: true) }
+        if let streamOffset { writer.write(.streamOffset, integer: streamOffset) }
+        if self.archived { writer.write(.archived, flag: true) }
         self.content.write(to: &writer)
         for item in self.extensions { writer.write(item) }
     }

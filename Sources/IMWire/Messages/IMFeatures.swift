@@ -26,6 +26,9 @@ public struct IMFeatures: OptionSet, Hashable, Sendable {
     public static let carbons = IMFeatures(rawValue: 1 << 8)
     /// Bit 9: typing states are available.
     public static let typing = IMFeatures(rawValue: 1 << 9)
+    /// Bit 10: the gateway stores every chat before its ACK and catches devices up (SYNC,
+    /// STREAM_OFFSET).
+    public static let archive = IMFeatures(rawValue: 1 << 10)
 
     /// Each defined bit with its document name and meaning, in bit order.
     public static let allKnown: [(name: String, feature: IMFeatures, meaning: String)] = [
@@ -39,5 +42,6 @@ public struct IMFeatures: OptionSet, Hashable, Sendable {
         ("GROUPS", .groups, "Group chat is available."),
         ("CARBONS", .carbons, "Carbons of what the user's other devices send are available."),
         ("TYPING", .typing, "Typing states are available."),
+        ("ARCHIVE", .archive, "Chats are stored before their ACK; devices catch up with SYNC and STREAM_OFFSET."),
     ]
 }

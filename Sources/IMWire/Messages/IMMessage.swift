@@ -29,6 +29,8 @@ public enum IMMessage: Hashable, Sendable {
     case error(ErrorNotice)
     /// TOKEN_REFRESH (CONTROL), client to gateway.
     case tokenRefresh(TokenRefresh)
+    /// SYNC (CONTROL), client to gateway.
+    case sync(Sync)
     /// CHAT (DATA), client to gateway.
     case chat(ChatSend)
     /// DELIVERY (DATA), gateway to client.
@@ -103,6 +105,7 @@ public enum IMMessage: Hashable, Sendable {
         case .kick: self = .kick(try Kick(fields: fields))
         case .error: self = .error(try ErrorNotice(fields: fields))
         case .tokenRefresh: self = .tokenRefresh(try TokenRefresh(fields: fields))
+        case .sync: self = .sync(try Sync(fields: fields))
         case .chat: self = .chat(try ChatSend(fields: fields))
         case .delivery: self = .delivery(try ChatDelivery(fields: fields))
         case .receipt: self = .readReceipt(try ReadReceipt(fields: fields))
@@ -136,6 +139,7 @@ public enum IMMessage: Hashable, Sendable {
         case .kick(let m): m
         case .error(let m): m
         case .tokenRefresh(let m): m
+        case .sync(let m): m
         case .chat(let m): m
         case .delivery(let m): m
         case .readReceipt(let m): m

@@ -33,6 +33,9 @@ public struct IMOperation: RawRepresentable, Hashable, Sendable, Comparable, Cus
     /// Replace the session's token before it expires, client to gateway. Only ever named by
     /// its operation item: without one, AUTH_TOKEN implies ``login``.
     public static let tokenRefresh = IMOperation(0x0015)
+    /// Catch up from the archive now, client to gateway: every stored message after the
+    /// device's position that it has not had. Answered by an ACK once they are written.
+    public static let sync = IMOperation(0x0016)
     /// Watch users' presence.
     public static let presenceWatch = IMOperation(0x0020)
     /// Stop watching users' presence.
@@ -87,6 +90,7 @@ public struct IMOperation: RawRepresentable, Hashable, Sendable, Comparable, Cus
         0x0001: ("HELLO", .control), 0x0002: ("HELLO_OK", .control),
         0x0010: ("LOGIN", .control), 0x0011: ("LOGIN_OK", .control), 0x0012: ("LOGOUT", .control),
         0x0013: ("KICK", .control), 0x0014: ("ERROR", .control), 0x0015: ("TOKEN_REFRESH", .control),
+        0x0016: ("SYNC", .control),
         0x0020: ("PRESENCE_WATCH", .control), 0x0021: ("PRESENCE_UNWATCH", .control),
         0x0022: ("PRESENCE", .control),
         0x0030: ("LOCATION_SHARE_START", .control), 0x0031: ("LOCATION_SHARE_STOP", .control),

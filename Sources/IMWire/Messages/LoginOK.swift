@@ -20,6 +20,11 @@ public struct LoginOK: IMMessageBody {
     /// away follows; `false`, a new session, so whatever was queued before (if the device
     /// had a session) is gone. `nil` from a gateway that does not say.
     public var sessionResumed: Bool?
+    /// From a gateway with a message archive: where it catches the device up from (every
+    /// stored message after this position follows, with ARCHIVED), of which epoch.
+    public var position: StreamPosition?
+    /// How the device's position was taken (with ``position``).
+    public var syncStatus: IMSyncStatus?
 
     /// Creates a LOGIN_OK.
     public init(
@@ -29,7 +34,9 @@ public struct LoginOK: IMMessageBody {
         heartbeatInterval: UInt16? = nil,
         tokenExpiry: UInt64? = nil,
         refSequence: UInt32? = nil,
-        sessionResumed: Bool? = nil
+        sessionResumed: Bool? = nil,
+        position: StreamPosition? = nil,
+        syncStatus: IMSyncStatus? = nil
     ) {
         self.userID = userID
         self.deviceID = deviceID
@@ -38,6 +45,8 @@ public struct LoginOK: IMMessageBody {
         self.tokenExpiry = tokenExpiry
         self.refSequence = refSequence
         self.sessionResumed = sessionResumed
+        self.position = position
+        self.syncStatus = syncStatus
     }
 
     public init(fields: TLVFields) throws(IMWireError) {
@@ -48,6 +57,8 @@ public struct LoginOK: IMMessageBody {
         self.tokenExpiry = try fields.optionalInteger(.tokenExpiry)
         self.refSequence = try fields.optionalInteger(.refSequence)
         self.sessionResumed = try fields.optionalFlag(.sessionResumed)
+        self.position = try StreamPosition.read(fields)
+        self.syncStatus = try fields.optionalInteger(.syncStatus, as: UInt8.self).map(IMSyncStatus.init(rawValue:))
     }
 
     public func write(to writer: inout TLVWriter) {
@@ -58,5 +69,7 @@ public struct LoginOK: IMMessageBody {
         if let tokenExpiry { writer.write(.tokenExpiry, integer: tokenExpiry) }
         if let refSequence { writer.write(.refSequence, integer: refSequence) }
         if let sessionResumed { writer.write(.sessionResumed, flag: sessionResumed) }
+        position?.write(to: &writer)
+        if let syncStatus { writer.write(.syncStatus, integer: syncStatus.rawValue) }
     }
 }

@@ -18,13 +18,20 @@ public struct LoginRequest: IMMessageBody {
     /// from other devices): `false` asks for none. `nil`: the item is absent, which means
     /// `true`.
     public var carbons: Bool?
+    /// Where the device is in its user's stream of stored messages (STREAM_EPOCH and
+    /// STREAM_OFFSET): it has everything up to there. `nil`: the gateway uses the position it
+    /// kept for the device.
+    public var position: StreamPosition?
 
     /// Creates a LOGIN.
-    public init(token: String, deviceID: String? = nil, receiptNotices: Bool? = nil, carbons: Bool? = nil) {
+    public init(
+        token: String, deviceID: String? = nil, receiptNotices: Bool? = nil, carbons: Bool? = nil, position: StreamPosition? = nil
+    ) {
         self.token = token
         self.deviceID = deviceID
         self.receiptNotices = receiptNotices
         self.carbons = carbons
+        self.position = position
     }
 
     public init(fields: TLVFields) throws(IMWireError) {
@@ -32,6 +39,7 @@ public struct LoginRequest: IMMessageBody {
         self.deviceID = try fields.optionalIdentifier(.deviceID)
         self.receiptNotices = try fields.optionalFlag(.receiptNotices)
         self.carbons = try fields.optionalFlag(.carbons)
+        self.position = try StreamPosition.read(fields)
     }
 
     public func write(to writer: inout TLVWriter) {
@@ -39,5 +47,6 @@ public struct LoginRequest: IMMessageBody {
         if let deviceID { writer.write(.deviceID, string: deviceID) }
         if let receiptNotices { writer.write(.receiptNotices, flag: receiptNotices) }
         if let carbons { writer.write(.carbons, flag: carbons) }
+        position?.write(to: &writer)
     }
 }

@@ -84,6 +84,9 @@ extension IMTag {
     /// while it was away follows); 0, a new session (nothing was kept: whatever was queued
     /// for the device before is gone).
     public static let sessionResumed: IMTag = 0x010D
+    /// In LOGIN_OK and the ACK of a SYNC (u8, ``IMSyncStatus``): how the gateway took the
+    /// device's position in its stream.
+    public static let syncStatus: IMTag = 0x010E
 
     // MARK: Messaging (0x0200–0x02FF)
 
@@ -104,6 +107,16 @@ extension IMTag {
     /// In a DELIVERY (u8 flag): 1, a copy of a message the user sent from another of their
     /// devices (a carbon); it carries TO or GROUP, the conversation.
     public static let carbon: IMTag = 0x0207
+    /// An offset in a user's stream of stored messages (u64). In a DELIVERY: the message's
+    /// place in the receiving user's stream; in the ACK of a CHAT: its place in the sender's
+    /// own stream; in LOGIN and SYNC: the device has every message up to it; in LOGIN_OK and
+    /// the ACK of a SYNC: where the gateway catches the device up from, or has caught it up to.
+    public static let streamOffset: IMTag = 0x0208
+    /// The epoch of the gateway's message archive (u64): offsets of one epoch mean nothing in
+    /// another. With STREAM_OFFSET in LOGIN and SYNC: the epoch the device's offset is of.
+    public static let streamEpoch: IMTag = 0x0209
+    /// In a DELIVERY (u8 flag): 1, replayed from the archive (the device had missed it).
+    public static let archived: IMTag = 0x020A
 
     // MARK: Presence (0x0300–0x03FF)
 

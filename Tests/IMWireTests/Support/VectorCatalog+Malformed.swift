@@ -97,6 +97,8 @@ extension VectorCatalog {
                     tlv { $0.write(.to, string: "bob/x"); $0.write(.messageID, string: "m-1"); $0.write(.text, string: "hi") }, type: .data, .invalidUserID),
             message("token-refresh-without-token", "TOKEN_REFRESH without AUTH_TOKEN", "A required item is missing; the connection stays open.",
                     tlv { $0.write(.operation, integer: UInt16(0x0015)) }, type: .control, .badRequest),
+            message("sync-offset-without-epoch", "SYNC with STREAM_OFFSET alone", "A position needs its epoch: BAD_REQUEST; the connection stays open.",
+                    tlv { $0.write(.operation, integer: UInt16(0x0016)); $0.write(.streamOffset, integer: UInt64(42)) }, type: .control, .badRequest),
             message("subscribe-qos-3", "QoS 3", "QOS must be 0, 1 or 2.",
                     tlv { w in
                         w.write(.operation, integer: UInt16(0x0040))

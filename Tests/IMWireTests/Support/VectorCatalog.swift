@@ -16,6 +16,8 @@ enum VectorCatalog {
     static let newToken =
         "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhbGljZSIsImlhdCI6MTczNTY5MzIwMCwiZXhwIjo0MTAyNDQ4NDAwfQ.XhtFwJUU3M9cG2VcMKLKFN3FspLeuKD5n_kmCBunXU4"
     static let newTokenExpiry: UInt64 = 4_102_448_400_000
+    /// The archive's epoch in the vectors (any number from 1 to 2^53 - 1).
+    static let epoch: UInt64 = 0x0001_2345_6789_ABCD
 
     struct Entry {
         var name: String
@@ -187,6 +189,36 @@ enum VectorCatalog {
                   "Compress type 1: the body is a zlib stream; length and CRC are those of the compressed bytes. The items are those of the inflated body.",
                   .delivery(ChatDelivery(from: "alice", messageID: "m-0003", serverTime: serverTime, content: .text(longText))),
                   sequence: 4, compress: .zlib),
+            // Archive
+            entry("login-position", "Archive", "LOGIN with the device's position", c2g,
+                  "As `login`, plus STREAM_EPOCH and STREAM_OFFSET: the device has every stored message of its user's stream up to offset 41 of this epoch (section 6.14). Without them the gateway uses the position it kept for the device.",
+                  .login(LoginRequest(token: token, deviceID: "phone-1", position: StreamPosition(epoch: epoch, offset: 41))), sequence: 2),
+            entry("login-ok-archive", "Archive", "LOGIN_OK of a gateway with a message archive", g2c,
+                  "As `login-ok`, plus STREAM_EPOCH, STREAM_OFFSET 41 and SYNC_STATUS 0 (continued): every stored message after offset 41 follows, with ARCHIVED, before the live ones (section 6.14).",
+                  .loginOK(LoginOK(userID: "alice", deviceID: "phone-1", serverTime: serverTime, heartbeatInterval: 30,
+                                   refSequence: 2, sessionResumed: false, position: StreamPosition(epoch: epoch, offset: 41), syncStatus: .continued)),
+                  sequence: 2),
+            entry("chat-ack-stored", "Archive", "ACK of a stored chat message", g2c,
+                  "As `chat-ack`, plus STREAM_OFFSET 17: the message is stored, at offset 17 of the sender's own stream (its copy for the user's other devices).",
+                  .ack(Ack(sequence: 3, messageID: "m-0001", serverTime: serverTime, streamOffset: 17)), sequence: 0),
+            entry("chat-store-unavailable", "Archive", "Negative ACK: the archive cannot store it", g2c,
+                  "STORE_UNAVAILABLE (503) with RETRY_AFTER 1000: nothing was stored or sent. The device sends it again after 1 s, with the same MESSAGE_ID, before newer ones (section 6.14).",
+                  .ack(.storeUnavailable(sequence: 5, retryAfter: 1_000, message: "the message archive could not store it: disk full")), sequence: 0),
+            entry("delivery-offset", "Archive", "Delivery with its stream offset", g2c,
+                  "As `delivery`, plus STREAM_OFFSET 42: the message's place in bob's stream.",
+                  .delivery(ChatDelivery(from: "alice", messageID: "m-0001", serverTime: serverTime, content: .text("Hello, Bob! 👋"), streamOffset: 42)),
+                  sequence: 3),
+            entry("delivery-archived", "Archive", "Delivery replayed from the archive", g2c,
+                  "STREAM_OFFSET 42 and ARCHIVED 1: bob's device had missed it (the broker lost it, or it was offline past its session); it came from the archive.",
+                  .delivery(ChatDelivery(from: "alice", messageID: "m-0001", serverTime: serverTime, content: .text("Hello, Bob! 👋"),
+                                         streamOffset: 42, archived: true)),
+                  sequence: 4),
+            entry("sync", "Archive", "SYNC from a position", c2g,
+                  "The app came to the foreground: deliver every stored message after offset 42 of this epoch not delivered on this connection yet. Without STREAM_EPOCH and STREAM_OFFSET: after the position the gateway knows.",
+                  .sync(Sync(position: StreamPosition(epoch: epoch, offset: 42))), sequence: 21),
+            entry("sync-ack", "Archive", "ACK of the SYNC", g2c,
+                  "Sent after the replayed deliveries: the device is caught up to offset 57 (the stream's end when the SYNC came), SYNC_STATUS 0.",
+                  .ack(Ack(sequence: 21, streamOffset: 57, streamEpoch: epoch, syncStatus: .continued)), sequence: 0),
             // Groups
             entry("group-chat", "Groups", "Chat message from alice to the group `team`", c2g,
                   "DATA with GROUP `team` instead of TO: CHAT is implied by GROUP without FROM. Every member but alice's sending device gets it (section 6.11).",
