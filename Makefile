@@ -112,12 +112,13 @@ bench: deps
 	  $$BIN/imbench weak --seconds 60 --seed 7 --outage-mode blackhole
 
 ## Start the daemon: imgw with its embedded broker (TLV clients on 127.0.0.1:6969, the
-## broker on 127.0.0.1:$(BROKER_PORT), data under $(RUN_DIR)/). Ctrl-C stops both.
+## broker on 127.0.0.1:$(BROKER_PORT), its data and the message archive under $(RUN_DIR)/).
+## Ctrl-C stops both.
 run: build
 	@mkdir -p $(RUN_DIR)
 	@if (exec 3<>/dev/tcp/127.0.0.1/$(BROKER_PORT)) 2>/dev/null; then \
 	  echo "error: 127.0.0.1:$(BROKER_PORT) is already in use (a system mosquitto? 'systemctl stop mosquitto', or make run BROKER_PORT=1884)"; exit 1; fi
-	@printf 'embedded_broker:\n  port: $(BROKER_PORT)\n  data_dir: $(abspath $(RUN_DIR))/broker\n' > $(RUN_DIR)/imgw.yaml
+	@printf 'embedded_broker:\n  port: $(BROKER_PORT)\n  data_dir: $(abspath $(RUN_DIR))/broker\narchive:\n  path: $(abspath $(RUN_DIR))/archive.sqlite\n' > $(RUN_DIR)/imgw.yaml
 	@echo "Starting imgw: TLV clients on 127.0.0.1:6969, embedded broker on 127.0.0.1:$(BROKER_PORT)."
 	@echo "Watch it (the broker refuses anonymous clients; the observer account is read-only):"
 	@echo "  mosquitto_sub -h 127.0.0.1 -p $(BROKER_PORT) -u imgw-observer -P \"\$$(cat $(abspath $(RUN_DIR))/broker/observer.password)\" -i imgw-observer -v -t 'im/#'"

@@ -181,14 +181,15 @@ public final class MessageArchive: Sendable {
         return await withCheckedContinuation { continuation in
             slot.set(continuation)
             let timer = Task {
-                try? await Task.sleep(for: limit)
+                // (Cancelled once the body has answered: then it must not answer.)
+                guard (try? await Task.sleep(for: limit)) != nil else { return }
                 slot.resume(.failure(ArchiveError(.unavailable, "no answer within \(limit)")))
             }
             Task {
                 let result: Result<T, any Error>
                 do { result = .success(try await body()) } catch { result = .failure(error) }
-                timer.cancel()
                 slot.resume(result)
+                timer.cancel()
             }
         }
     }
@@ -379,6 +380,8 @@ public final class MessageArchive: Sendable {
                 let count: Int
                 do {
                     count = try await store.deleteMessages(acceptedBefore: cutoff, limit: settings.retentionBatch)
+                } catch where Task.isCancelled {
+                    return
                 } catch {
                     logger.notice("retention could not delete old messages; trying again later", metadata: ["error": "\(error)"])
                     break

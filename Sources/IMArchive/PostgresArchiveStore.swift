@@ -420,7 +420,7 @@ public struct PostgresURL: Sendable, Hashable {
     /// The URL without its password, for logs.
     public var redacted: String { "postgres://\(user)@\(host):\(port)/\(database ?? "")" }
 
-    static func redact(_ url: String) -> String {
+    public static func redact(_ url: String) -> String {
         guard var components = URLComponents(string: url), components.password != nil else { return url }
         components.password = "***"
         return components.string ?? "(unreadable)"

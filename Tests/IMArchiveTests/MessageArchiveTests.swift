@@ -13,6 +13,10 @@ final class FaultyStore: ArchiveStore {
     let inner: SQLiteArchiveStore
     let fault = Mutex(Fault.none)
     let commits = Mutex<[Int]>([])
+    /// Commits that hung.
+    let hangs = Mutex(0)
+    /// A hung commit waits for this (``release()``), at most 3 s.
+    private let released = Mutex<[CheckedContinuation<Void, Never>]?>([])
 
     init(_ inner: SQLiteArchiveStore) { self.inner = inner }
 
@@ -22,11 +26,32 @@ final class FaultyStore: ArchiveStore {
     func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome] {
         switch fault.withLock({ $0 }) {
         case .fail: throw ArchiveError(.unavailable, "disk I/O error (injected)")
-        case .hang: try await Task.sleep(for: .seconds(3))
+        case .hang:
+            hangs.withLock { $0 += 1 }
+            // Until released (or 3 s).
+            let timer = Task { try await Task.sleep(for: .seconds(3)); release() }
+            await withCheckedContinuation { continuation in
+                let done = released.withLock { waiting in
+                    guard waiting != nil else { return true }
+                    waiting!.append(continuation)
+                    return false
+                }
+                if done { continuation.resume() }
+            }
+            timer.cancel()
         case .none: break
         }
         commits.withLock { $0.append(messages.count) }
         return try await inner.commit(messages, positions: positions)
+    }
+
+    /// Ends the hang of every commit hung now or later.
+    func release() {
+        let waiting = released.withLock { waiting in
+            defer { waiting = nil }
+            return waiting ?? []
+        }
+        for continuation in waiting { continuation.resume() }
     }
 
     func read(stream: String, after: UInt64, through: UInt64, limit: Int) async throws -> [StoredEntry] {
@@ -71,7 +96,8 @@ struct MessageArchiveTests {
             // Held up, so that the 200 appends below wait together.
             store.fault.withLock { $0 = .hang }
             let first = Task { try await archive.append(chat("alice", "m-0", to: ["bob"])) }
-            try await Task.sleep(for: .milliseconds(50))
+            // Once the first commit hangs, the others queue behind it.
+            while store.hangs.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(5)) }
             store.fault.withLock { $0 = .none }
             let outcomes = Mutex<[Int: AppendOutcome]>([:])
             for index in 1...200 {
@@ -79,6 +105,7 @@ struct MessageArchiveTests {
                     outcomes.withLock { $0[index] = try? result.get() }
                 }
             }
+            store.release()
             #expect(try await first.value == .stored([1, 1]))
             while outcomes.withLock({ $0.count }) < 200 { try await Task.sleep(for: .milliseconds(10)) }
             let offsets = outcomes.withLock { $0 }.sorted { $0.key < $1.key }.map { $0.value }
@@ -127,12 +154,13 @@ struct MessageArchiveTests {
     func slowCommit() async throws {
         try await Self.withArchive(.init(writeTimeout: .milliseconds(300), retention: nil)) { archive, store in
             store.fault.withLock { $0 = .hang }
-            let started = ContinuousClock.now
+            // The commit hangs until released; the refusal must come while it still does.
             await #expect { _ = try await archive.append(chat("alice", "m-1", to: ["bob"])) } throws: { error in
                 (error as? ArchiveError)?.code == .unavailable && "\(error)".contains("within")
             }
-            #expect(ContinuousClock.now - started < .seconds(2), "told before the 3 s commit ended")
+            #expect(store.commits.withLock { $0.isEmpty }, "the commit had not ended when its message was refused")
             store.fault.withLock { $0 = .none }
+            store.release()
         }
     }
 
@@ -144,6 +172,23 @@ struct MessageArchiveTests {
             _ = try await archive.append(chat("alice", "m-1", to: ["bob"]))
             #expect(try await archive.position(user: "bob", device: "phone") == 4)
         }
+    }
+
+    @Test("a read that answers at once is never taken for one that timed out (the timer, cancelled, does not answer)")
+    func readsAnswer() async throws {
+        try await Self.withArchive { archive, _ in
+            for _ in 0..<300 {
+                let position = try await archive.position(user: "bob", device: "phone")
+                let bounds = try await archive.bounds(of: "bob")
+                #expect(position == nil && bounds == .empty)
+            }
+        }
+        let slow = await MessageArchive.within(.milliseconds(50)) { try await Task.sleep(for: .seconds(2)) }
+        guard case .failure(let error as ArchiveError) = slow else {
+            Issue.record("a body slower than the limit: \(slow)")
+            return
+        }
+        #expect(error.code == .unavailable)
     }
 
     @Test("stopping commits what waits, then refuses")

@@ -14,7 +14,7 @@ struct BrokerFitTests {
         #expect(fit.notes.isEmpty)
         #expect(fit.maximumQoS == .exactlyOnce)
         #expect(fit.publishWindow == settings.maxInflight)
-        #expect(DeviceConnection.features(broker: fit).contains(.qos2Chat))
+        #expect(DeviceConnection.features(broker: fit, archive: false).contains(.qos2Chat))
     }
 
     @Test("QoS 0 only, no retained messages, no wildcards: imgw cannot work there, and says why")
@@ -38,8 +38,8 @@ struct BrokerFitTests {
         let fit = BrokerFit(capabilities, broker: settings)
         #expect(fit.isUsable)
         #expect(fit.maximumQoS == .atLeastOnce)
-        #expect(!DeviceConnection.features(broker: fit).contains(.qos2Chat))
-        #expect(DeviceConnection.features(broker: fit).contains(.groups))
+        #expect(!DeviceConnection.features(broker: fit, archive: false).contains(.qos2Chat))
+        #expect(DeviceConnection.features(broker: fit, archive: false).contains(.groups))
         #expect(fit.notes.contains { $0.contains("at most QoS 1") })
     }
 

@@ -33,6 +33,8 @@ struct ConnectionMailboxTests {
         case .published(let ticket, .failure(let error)): "refused \(ticket.messageID)#\(ticket.sequence): \(error)"
         case .lost(let reason, _): "lost: \(reason)"
         case .presenceWatchChanged(let users): "presence watch changed: \(users)"
+        case .stored(let storing, let outcome): "stored \(storing.ticket.messageID): \(outcome)"
+        case .ownStored(let offset): "own copy at \(offset)"
         }
     }
 

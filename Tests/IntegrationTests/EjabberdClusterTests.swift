@@ -18,8 +18,8 @@ struct EjabberdClusterTests {
     @Test("chat between devices on different nodes, both ways; an offline queue made on one node follows the user to the other")
     func crossNode() async throws {
         let nodes = try await TestEjabberd.cluster(2)
-        let gatewayA = try await IMGWProcess.start(broker: nodes[0])
-        let gatewayB = try await IMGWProcess.start(broker: nodes[1])
+        let gatewayA = try await IMGWProcess.start(broker: nodes[0], archive: .none)
+        let gatewayB = try await IMGWProcess.start(broker: nodes[1], archive: .none)
 
         // Live, across nodes.
         let alice = try await gatewayA.device("alice")
@@ -53,8 +53,8 @@ struct EjabberdClusterTests {
     @Test("the ejabberd 23.01 defect, with presence_probe off: a retained presence published through node 1 never reaches a new watch on node 2; a live change does")
     func retainedPresenceStaysOnItsNode() async throws {
         let nodes = try await TestEjabberd.cluster(2)
-        let gatewayA = try await IMGWProcess.start(broker: nodes[0], brokerLines: ["presence_probe: false"])
-        let gatewayB = try await IMGWProcess.start(broker: nodes[1], brokerLines: ["presence_probe: false"])
+        let gatewayA = try await IMGWProcess.start(broker: nodes[0], brokerLines: ["presence_probe: false"], archive: .none)
+        let gatewayB = try await IMGWProcess.start(broker: nodes[1], brokerLines: ["presence_probe: false"], archive: .none)
         let dave = try await gatewayA.device("dave")
         let erin = try await gatewayB.device("erin")
         let carol = try await gatewayB.device("carol")
@@ -76,8 +76,8 @@ struct EjabberdClusterTests {
     @Test("presence across nodes with imgw's probe: a watch on node 2 learns that dave is online on node 1, once; his going offline follows; dave's tablet on node 2 learns of his phone on node 1, so its carbons reach the phone")
     func presenceProbeAcrossNodes() async throws {
         let nodes = try await TestEjabberd.cluster(2)
-        let gatewayA = try await IMGWProcess.start(broker: nodes[0])
-        let gatewayB = try await IMGWProcess.start(broker: nodes[1])
+        let gatewayA = try await IMGWProcess.start(broker: nodes[0], archive: .none)
+        let gatewayB = try await IMGWProcess.start(broker: nodes[1], archive: .none)
         let dave = try await gatewayA.device("dave")
         let carol = try await gatewayB.device("carol")
         _ = try await gatewayB.device("erin")
@@ -140,7 +140,7 @@ extension EjabberdClusterTests {
     @Test("a login on node 2 takes over the device's session on node 1 (KICK SESSION_TAKEN_OVER there). The ejabberd 23.01 defect: logins of one device on both nodes at once can lock its session for about a minute (CONNECT refused with 0x80); imgw tries again through the login's time, then says how often it tried; the device gets in once the broker lets it", .timeLimit(.minutes(3)))
     func concurrentTakeover() async throws {
         let nodes = try await TestEjabberd.cluster(2)
-        let gateways = [try await IMGWProcess.start(broker: nodes[0]), try await IMGWProcess.start(broker: nodes[1])]
+        let gateways = [try await IMGWProcess.start(broker: nodes[0], archive: .none), try await IMGWProcess.start(broker: nodes[1], archive: .none)]
         // One after the other, the takeover works: the broker ends the first session (0x8E),
         // and its device is kicked as for a second login on one gateway.
         let onFirst = try await gateways[0].device("frank")
@@ -192,8 +192,8 @@ extension EjabberdClusterTests {
     @Test("the ejabberd 23.01 defect: a killed node loses the queues of the sessions on it and publishes none of their wills; imgw tells its devices at once, and they get back in through the other node with a new session", .timeLimit(.minutes(3)))
     func killedNode() async throws {
         let nodes = try await TestEjabberd.cluster(2)
-        let gatewayA = try await IMGWProcess.start(broker: nodes[0])
-        let gatewayB = try await IMGWProcess.start(broker: nodes[1])
+        let gatewayA = try await IMGWProcess.start(broker: nodes[0], archive: .none)
+        let gatewayB = try await IMGWProcess.start(broker: nodes[1], archive: .none)
         // bob's session lives on node 1; offline, it queues what alice (node 2) sends him.
         let bob = try await gatewayA.device("bob")
         try await bob.send(.logout(Logout()))

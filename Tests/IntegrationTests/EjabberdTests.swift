@@ -7,10 +7,10 @@ import Testing
 /// (``TestEjabberd``), a real imgw process with the node's account.
 @Suite("ejabberd: imgw on one ejabberd node", .stopsWhatItStarts, .serialized, .timeLimit(.minutes(3)))
 struct EjabberdTests {
-    @Test("chat both ways, and messages sent while bob is offline arrive in order when he logs in, the first marked RESEND (an ejabberd defect)")
-    func chatAndOfflineOrder() async throws {
+    @Test("chat both ways, and messages sent while bob is offline arrive in order when he logs in: without the archive from ejabberd's queue, the first marked RESEND (an ejabberd defect); with it from the archive, once each", arguments: [false, true])
+    func chatAndOfflineOrder(archive: Bool) async throws {
         let broker = try await TestEjabberd.start()
-        let gateway = try await IMGWProcess.start(broker: broker)
+        let gateway = try await IMGWProcess.start(broker: broker, archive: archive ? .sqlite : .none)
         let (bob, first) = try await gateway.login("bob", device: "tablet")
         #expect(first.sessionResumed == false, "a new session")
         try await bob.send(.logout(Logout()))
@@ -27,13 +27,20 @@ struct EjabberdTests {
             guard case .delivery(let delivery) = message else { throw TestError("expected delivery \(index), got \(message)") }
             #expect(delivery.messageID == "o-\(index)")
             #expect(delivery.from == "alice")
+            #expect(delivery.archived == archive)
             resends.append(delivery.resend)
             try await again.ack(frame)
         }
-        // ejabberd 23.01 sends the first message of a backlog with DUP set, although the device
-        // never had it: imgw passes it on as RESEND (it cannot tell that DUP from a real
-        // redelivery), and the device, which de-duplicates by message id, shows it once.
-        #expect(resends == [true] + Array(repeating: false, count: 9), "RESEND on the backlog: \(resends)")
+        if archive {
+            // The archive's catch-up comes first; ejabberd's queue, held meanwhile, is all
+            // duplicates, dropped.
+            #expect(resends == Array(repeating: false, count: 10))
+        } else {
+            // ejabberd 23.01 sends the first message of a backlog with DUP set, although the
+            // device never had it: imgw passes it on as RESEND (it cannot tell that DUP from a
+            // real redelivery), and the device, which de-duplicates by message id, shows it once.
+            #expect(resends == [true] + Array(repeating: false, count: 9), "RESEND on the backlog: \(resends)")
+        }
         // And back, live.
         #expect(try await again.chat(to: "alice", id: "r-1", text: "back").error == nil)
         var reply: IMMessage
@@ -67,12 +74,12 @@ struct EjabberdTests {
         await gateway.stop()
     }
 
-    @Test("ejabberd drops an offline session whose queue overflows (max_queue), with everything it held: the device's next login finds a new session, and LOGIN_OK says so (SESSION_RESUMED 0)")
-    func offlineQuotaExceeded() async throws {
+    @Test("ejabberd drops an offline session whose queue overflows (max_queue), with everything it held: the device's next login finds a new session, and LOGIN_OK says so (SESSION_RESUMED 0); with the archive, the device gets all of it from there", arguments: [false, true])
+    func offlineQuotaExceeded(archive: Bool) async throws {
         var options = TestEjabberd.Options()
         options.maxQueue = 5
         let broker = try await TestEjabberd.start(options)
-        let gateway = try await IMGWProcess.start(broker: broker)
+        let gateway = try await IMGWProcess.start(broker: broker, archive: archive ? .sqlite : .none)
         let bob = try await gateway.device("bob")
         try await bob.send(.logout(Logout()))
         _ = try await bob.next(within: 10, "the LOGOUT ack")
@@ -82,11 +89,16 @@ struct EjabberdTests {
         }
         let (again, ok) = try await gateway.login("bob")
         #expect(ok.sessionResumed == false, "LOGIN_OK tells the device that its session is new: what was queued is gone")
-        // A marker sent after the login: the first delivery is it, nothing queued came first.
+        // A marker sent after the login: without the archive, the first delivery is it, nothing
+        // queued came first; with it, the 8 come first, from the archive.
         #expect(try await alice.chat(to: "bob", id: "marker", text: "after the login").error == nil)
-        let (_, message) = try await again.next(within: 10, "bob's first delivery")
-        guard case .delivery(let first) = message else { throw TestError("expected a delivery, got \(message)") }
-        #expect(first.messageID == "marker", "ejabberd kept the overflowing offline queue after all")
+        var ids: [String] = []
+        while ids.last != "marker" { ids.append(try await again.nextDelivery(within: 10, "bob's deliveries").messageID) }
+        if archive {
+            #expect(ids == (0..<8).map { "q-\($0)" } + ["marker"], "the archive gives back what ejabberd dropped")
+        } else {
+            #expect(ids == ["marker"], "ejabberd kept the overflowing offline queue after all")
+        }
         await gateway.stop()
     }
 

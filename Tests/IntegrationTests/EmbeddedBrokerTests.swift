@@ -132,6 +132,8 @@ final class EmbeddedGateway: Sendable {
             embedded_broker:
               port: \(setup.brokerPort)
               data_dir: \(setup.dataDirectory)
+            archive:
+              path: \(setup.directory.appendingPathComponent("archive.sqlite").path)
             metrics:
               port: \(setup.metricsPort)
             \(setup.push.map { "push: {url: '\($0)', secret: \(IMGWProcess.pushSecret)}" } ?? "")

@@ -12,7 +12,7 @@ struct GatewayProcessTests {
     func killUnderLoad() async throws {
         let broker = try await TestBroker.start()
         let keepalive = 5
-        let first = try await IMGWProcess.start(broker: broker, keepalive: keepalive)
+        let first = try await IMGWProcess.start(broker: broker, keepalive: keepalive, archive: .none)
         let minter = TokenMinter(secret: IMGWProcess.secret)
 
         let watcher = makeClient(broker)
@@ -74,7 +74,7 @@ struct GatewayProcessTests {
         #expect(offline.payloadString.contains("offline"))
 
         // A new imgw on the same broker; bob logs in again and gets everything ACKed.
-        let second = try await IMGWProcess.start(broker: broker, keepalive: keepalive)
+        let second = try await IMGWProcess.start(broker: broker, keepalive: keepalive, archive: .none)
         let bobAgain = try await TestDevice.connect(port: second.port)
         try await bobAgain.login(token: try await minter.mint(user: "bob"), device: "phone")
         var seen = Set<String>()
@@ -175,8 +175,8 @@ struct GatewayProcessTests {
     @Test("two imgw processes on one broker: a user on one chats with a user on the other")
     func twoGateways() async throws {
         let broker = try await TestBroker.start()
-        let east = try await IMGWProcess.start(broker: broker)
-        let west = try await IMGWProcess.start(broker: broker)
+        let east = try await IMGWProcess.start(broker: broker, archive: .none)
+        let west = try await IMGWProcess.start(broker: broker, archive: .none)
         let minter = TokenMinter(secret: IMGWProcess.secret)
         let alice = try await TestDevice.connect(port: east.port)
         try await alice.login(token: try await minter.mint(user: "alice"), device: "phone")
@@ -229,9 +229,20 @@ final class IMGWProcess: Sendable {
     /// The server API's key in `start(..., api: true)`.
     static let apiKey = "api-test-key-0123456789abcdef0123456789"
 
+    /// Where a test gateway keeps its archive.
+    enum Archive: Sendable {
+        /// A SQLite file of its own in the broker's directory (named after its port, so that a
+        /// gateway restarted on the same port finds it again).
+        case sqlite
+        /// A PostgreSQL database.
+        case postgres(String)
+        /// None.
+        case none
+    }
+
     static func start(
         broker: some BrokerUnderTest, port: Int? = nil, keepalive: Int = 30, brokerLines: [String] = [], api: Bool = false,
-        push: String? = nil, gatewayID: String? = nil, lines: [String] = [], until marker: String = "listening"
+        push: String? = nil, gatewayID: String? = nil, lines: [String] = [], archive: Archive = .sqlite, until marker: String = "listening"
     ) async throws -> IMGWProcess {
         // Returns once imgw listens and has printed `marker`.
         let port = port ?? freePort()
@@ -253,6 +264,7 @@ final class IMGWProcess: Sendable {
               port: \(apiPort)
               keys: [\(api ? "{name: backend, key: \(apiKey)}" : "")]
             \(push.map { "push: {url: '\($0)', secret: \(pushSecret)}" } ?? "")
+            \(archiveLines(archive, directory: broker.directory, port: port))
             log_level: info
             """.write(to: config, atomically: true, encoding: .utf8)
         let process = try spawn(
@@ -267,6 +279,15 @@ final class IMGWProcess: Sendable {
         let gateway = IMGWProcess(port: port, metricsPort: metricsPort, apiPort: apiPort, process: process, output: output)
         TestResources.track { _ = await gateway.stop(within: .seconds(10)) }
         return gateway
+    }
+
+    /// The `archive:` section for `archive`.
+    static func archiveLines(_ archive: Archive, directory: URL, port: Int) -> String {
+        switch archive {
+        case .sqlite: "archive: {path: '\(directory.appendingPathComponent("archive-\(port).sqlite").path)'}"
+        case .postgres(let url): "archive: {url: '\(url)'}"
+        case .none: "archive: {store: none}"
+        }
     }
 
     private init(port: Int, metricsPort: Int, apiPort: Int, process: ChildProcess, output: LogBuffer) {

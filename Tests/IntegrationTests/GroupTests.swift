@@ -63,8 +63,8 @@ struct GroupTests {
     @Test("membership: a member added while offline gets what follows, not what came before; a removed member gets nothing after the removal; a non-member is FORBIDDEN", arguments: BrokerKind.allCases)
     func membershipChanges(on kind: BrokerKind) async throws {
         let broker = try await kind.start()
-        let gateway = try await IMGWProcess.start(broker: broker, api: true)
-        let other = try await IMGWProcess.start(broker: broker, api: true)
+        let gateway = try await IMGWProcess.start(broker: broker, api: true, archive: .none)
+        let other = try await IMGWProcess.start(broker: broker, api: true, archive: .none)
         #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","carol"]}"#).status == 201)
         try await loggedOut(gateway, "dave")
         let alice = try await device(other, "alice")
@@ -162,8 +162,8 @@ struct GroupTests {
     @Test("typing reaches an online peer and group members, never an offline device; past 4 a second it is RATE_LIMITED", arguments: BrokerKind.allCases)
     func typing(on kind: BrokerKind) async throws {
         let broker = try await kind.start()
-        let gateway = try await IMGWProcess.start(broker: broker, api: true)
-        let other = try await IMGWProcess.start(broker: broker)
+        let gateway = try await IMGWProcess.start(broker: broker, api: true, archive: .none)
+        let other = try await IMGWProcess.start(broker: broker, archive: .none)
         #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob","carol"]}"#).status == 201)
         try await loggedOut(gateway, "carol")
         let alice = try await device(gateway, "alice")

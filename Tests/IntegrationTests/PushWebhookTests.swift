@@ -53,8 +53,8 @@ struct PushWebhookTests {
     func onlineRecipient(on kind: BrokerKind) async throws {
         let broker = try await kind.start()
         let receiver = try await WebhookReceiver.start()
-        let gateway = try await IMGWProcess.start(broker: broker, push: receiver.url, until: Self.ready)
-        let other = try await IMGWProcess.start(broker: broker)
+        let gateway = try await IMGWProcess.start(broker: broker, push: receiver.url, archive: .none, until: Self.ready)
+        let other = try await IMGWProcess.start(broker: broker, archive: .none)
         let minter = TokenMinter(secret: IMGWProcess.secret)
         let alice = try await TestDevice.connect(port: gateway.port)
         try await alice.login(token: try await minter.mint(user: "alice"), device: "phone")
@@ -109,8 +109,8 @@ struct PushWebhookTests {
     func severalGateways(on kind: BrokerKind) async throws {
         let broker = try await kind.start()
         let receiver = try await WebhookReceiver.start()
-        let east = try await IMGWProcess.start(broker: broker, api: true, push: receiver.url, until: Self.ready)
-        let west = try await IMGWProcess.start(broker: broker, push: receiver.url, until: Self.ready)
+        let east = try await IMGWProcess.start(broker: broker, api: true, push: receiver.url, archive: .none, until: Self.ready)
+        let west = try await IMGWProcess.start(broker: broker, push: receiver.url, archive: .none, until: Self.ready)
         let minter = TokenMinter(secret: IMGWProcess.secret)
         let alice = try await TestDevice.connect(port: west.port)
         try await alice.login(token: try await minter.mint(user: "alice"), device: "phone")

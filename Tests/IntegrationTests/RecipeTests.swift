@@ -69,6 +69,7 @@ struct RecipeTests {
         configuration.listen.port = 0
         configuration.auth.jwtSecret = TestGateway.secret
         configuration.metrics.enabled = false
+        configuration.archive.path = directory.appendingPathComponent("archive.sqlite").path
         var logger = Logger(label: "imgw-recipe")
         logger.logLevel = .warning
         let server = try await GatewayServer.bind(

@@ -121,8 +121,8 @@ struct ServerAPITests {
     @Test("the API's presence matches the devices, whichever gateway they are on", arguments: BrokerKind.allCases)
     func presence(on kind: BrokerKind) async throws {
         let broker = try await kind.start()
-        let east = try await IMGWProcess.start(broker: broker, api: true)
-        let west = try await IMGWProcess.start(broker: broker)
+        let east = try await IMGWProcess.start(broker: broker, api: true, archive: .none)
+        let west = try await IMGWProcess.start(broker: broker, archive: .none)
         let minter = TokenMinter(secret: IMGWProcess.secret)
 
         let nobody = try await Self.call(east, "GET", "/v1/users/carol/presence")
@@ -159,8 +159,8 @@ struct ServerAPITests {
     @Test("a disconnect KICKs the device on another gateway; with revoke_tokens, the old token is refused at the next login on either gateway and a newly issued one works", arguments: BrokerKind.allCases)
     func disconnectAndRevoke(on kind: BrokerKind) async throws {
         let broker = try await kind.start()
-        let east = try await IMGWProcess.start(broker: broker, api: true)
-        let west = try await IMGWProcess.start(broker: broker)
+        let east = try await IMGWProcess.start(broker: broker, api: true, archive: .none)
+        let west = try await IMGWProcess.start(broker: broker, archive: .none)
         let minter = TokenMinter(secret: IMGWProcess.secret)
         let old = try await minter.mint(user: "bob", now: Date() - 5)
         let phone = try await TestDevice.connect(port: west.port)
@@ -244,8 +244,8 @@ struct ServerAPITests {
     @Test("behind a load balancer: a repeat of an API message through another gateway is not delivered twice", arguments: BrokerKind.allCases)
     func repeatThroughAnotherGateway(on kind: BrokerKind) async throws {
         let broker = try await kind.start()
-        let east = try await IMGWProcess.start(broker: broker, api: true)
-        let west = try await IMGWProcess.start(broker: broker, api: true)
+        let east = try await IMGWProcess.start(broker: broker, api: true, archive: .none)
+        let west = try await IMGWProcess.start(broker: broker, api: true, archive: .none)
         let bob = try await TestDevice.connect(port: west.port)
         try await bob.login(token: try await TokenMinter(secret: IMGWProcess.secret).mint(user: "bob"), device: "phone")
         let body = #"{"id":"lb-1","from":"alice","text":"once"}"#

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import IMArchive
 import IMGatewayAPI
 import IMWire
 import Logging
@@ -41,26 +42,37 @@ struct ServerAPI: APIProtocol {
         let fingerprint = ChatFingerprint(chat)
         let serverTime: UInt64
         var isRepeat = false
-        switch context.dedup.check(user: from, id: body.id, fingerprint: fingerprint) {
-        case .reused:
-            return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))
-        case .duplicate(let earlier):
-            serverTime = earlier ?? unixMilliseconds()
-            isRepeat = true
-        case .new:
-            serverTime = unixMilliseconds()
-            do {
-                try await broker.publish(
-                    .chat(chat, from: from, serverTime: serverTime, topics: context.topics, authenticator: context.authenticator, sentByAPI: true))
-            } catch {
-                context.logger.warning(
-                    "API message not sent",
-                    metadata: ["to": "\(to)", "from": "\(from)", "id": "\(body.id)", "error": "\(error)", "api_key": "\(APIKeyMiddleware.caller ?? "?")"])
-                return .serviceUnavailable(.init(body: .json(Self.error("broker_unavailable", "the broker did not take the message: \(error)"))))
+        if context.archive != nil {
+            switch await storeAndPublish(chat, from: from, to: [to]) {
+            case .success(let sent):
+                (serverTime, isRepeat) = (sent.serverTime, sent.isRepeat)
+            case .failure(.reused):
+                return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))
+            case .failure(.unavailable(let code, let message)):
+                return .serviceUnavailable(.init(body: .json(Self.error(code, message))))
             }
-            context.dedup.record(user: from, id: body.id, fingerprint: fingerprint, serverTime: serverTime)
-            context.statistics.messagesIn.add(1, ordering: .relaxed)
-            context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: [to])
+        } else {
+            switch context.dedup.check(user: from, id: body.id, fingerprint: fingerprint) {
+            case .reused:
+                return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))
+            case .duplicate(let earlier):
+                serverTime = earlier ?? unixMilliseconds()
+                isRepeat = true
+            case .new:
+                serverTime = unixMilliseconds()
+                do {
+                    try await broker.publish(
+                        .chat(chat, from: from, serverTime: serverTime, topics: context.topics, authenticator: context.authenticator, sentByAPI: true))
+                } catch {
+                    context.logger.warning(
+                        "API message not sent",
+                        metadata: ["to": "\(to)", "from": "\(from)", "id": "\(body.id)", "error": "\(error)", "api_key": "\(APIKeyMiddleware.caller ?? "?")"])
+                    return .serviceUnavailable(.init(body: .json(Self.error("broker_unavailable", "the broker did not take the message: \(error)"))))
+                }
+                context.dedup.record(user: from, id: body.id, fingerprint: fingerprint, serverTime: serverTime)
+                context.statistics.messagesIn.add(1, ordering: .relaxed)
+                context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: [to])
+            }
         }
         context.logger.info(
             "API message",
@@ -148,6 +160,71 @@ struct ServerAPI: APIProtocol {
                 "revoked-before": "\(revokedBefore.map(String.init) ?? "-")", "api_key": "\(APIKeyMiddleware.caller ?? "?")",
             ])
         return .accepted(.init(body: .json(.init(user: user, device: request.device, reason: reason, revokedBefore: revokedBefore))))
+    }
+
+    /// Why a message the API sends through the archive was not sent.
+    enum SendFailure: Error {
+        /// The sender used the id for another message (409).
+        case reused
+        /// The archive or the broker did not take it (503): the error's code and text.
+        case unavailable(String, String)
+    }
+
+    /// What an API message came to.
+    struct Sent {
+        var serverTime: UInt64
+        /// Stored before (a repeat of the request): published again, with its first offsets.
+        var isRepeat: Bool
+        /// How many copies were published.
+        var copies: Int
+    }
+
+    /// Stores `chat` from `from` for `recipients` (the one-to-one recipient, or a group's
+    /// members), then publishes one copy to each with its offset: a repeat of a request that
+    /// was stored before is published again to the recipients it was stored for (their
+    /// gateways deliver it once), so that a message stored and then lost on its way to the
+    /// broker is not lost.
+    func storeAndPublish(_ chat: ChatSend, from: String, to recipients: [String]) async -> Result<Sent, SendFailure> {
+        guard let archive = context.archive else { return .failure(.unavailable("internal_error", "no archive")) }
+        var serverTime = unixMilliseconds()
+        let message = ArchiveMessage(
+            sender: from, messageID: chat.messageID, fingerprint: ChatFingerprint(chat).rawValue, serverTime: serverTime,
+            body: PayloadCodec.encode(ChatPayload.archived(send: chat, from: from, serverTime: serverTime)),
+            copies: recipients.map { ArchiveMessage.Copy(stream: $0) })
+        let outcome: AppendOutcome
+        do throws(ArchiveError) {
+            outcome = try await archive.append(message)
+        } catch {
+            context.logger.warning("API message not stored", metadata: ["from": "\(from)", "id": "\(chat.messageID)", "error": "\(error)"])
+            return .failure(.unavailable("store_unavailable", "the message archive did not take the message: \(error)"))
+        }
+        let copies: [StoredCopy]
+        switch outcome {
+        case .stored(let offsets):
+            copies = zip(recipients, offsets).map { StoredCopy(stream: $0.0, offset: $0.1) }
+        case .duplicate(let stored, let first):
+            copies = stored.filter { $0.origin == nil }
+            serverTime = first
+        case .reused:
+            return .failure(.reused)
+        }
+        let epoch = archive.epoch.rawValue
+        let publishes = copies.map { copy in
+            OutgoingPublish.chat(
+                chat, from: from, serverTime: serverTime, topics: context.topics, authenticator: context.authenticator, sentByAPI: true,
+                copy: chat.isGroup ? .member(copy.stream) : .recipient, stored: (copy.offset, epoch))
+        }
+        do {
+            try await OutgoingPublish.publishAll(publishes, window: 64) { try await broker.publish($0) }
+        } catch {
+            context.logger.warning("API message stored, not published", metadata: ["from": "\(from)", "id": "\(chat.messageID)", "error": "\(error)"])
+            return .failure(.unavailable("broker_unavailable", "the broker did not take the message (it is stored: repeat the request): \(error)"))
+        }
+        if case .stored = outcome {
+            context.statistics.messagesIn.add(1, ordering: .relaxed)
+            context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: recipients)
+        }
+        return .success(Sent(serverTime: serverTime, isRepeat: { if case .duplicate = outcome { true } else { false } }(), copies: copies.count))
     }
 
     /// Why ids from a request are refused.

@@ -1,4 +1,5 @@
 import Foundation
+import IMArchive
 import IMWire
 
 extension GatewayConfiguration {
@@ -36,6 +37,25 @@ extension GatewayConfiguration {
         check.nonEmpty("embedded_broker.data_dir", self.embeddedBroker.dataDir)
         check.nonEmpty("embedded_broker.executable", self.embeddedBroker.executable)
         check.range("embedded_broker.max_queued_messages", self.embeddedBroker.maxQueuedMessages, 0...Int(Int32.max))
+
+        switch self.archive.store {
+        case .sqlite:
+            check.nonEmpty("archive.path", self.archive.path)
+        case .postgres:
+            if let url = self.archive.url {
+                do throws(ArchiveError) { _ = try PostgresURL(url) } catch {
+                    check.fail("archive.url", PostgresURL.redact(url).debugDescription, "is not a PostgreSQL URL: \(error.message)")
+                }
+            } else {
+                check.fail("archive.url", "(missing)", "is required with archive.store postgres")
+            }
+        case .none:
+            break
+        }
+        check.range("archive.retention", self.archive.retention, 0...(100 * 365 * 86_400))
+        check.range("archive.max_batch", self.archive.maxBatch, 1...100_000)
+        check.range("archive.write_timeout", self.archive.writeTimeout, 1...3600)
+        check.range("archive.max_connections", self.archive.maxConnections, 2...1_000)
 
         check.nonEmpty("auth.jwt_secret", self.auth.jwtSecret)
         if let issuer = self.auth.issuer { check.nonEmpty("auth.issuer", issuer) }
@@ -122,6 +142,11 @@ extension GatewayConfiguration {
         }
         if self.listen.tls == nil && !Self.isLoopback(self.listen.host) {
             warnings.append("listen.host \(self.listen.host) is reachable from the network without listen.tls: tokens travel in clear text")
+        }
+        if self.archive.store == .none {
+            warnings.append("archive.store is none: an ACK means only that the broker holds the message (a broker that dies loses what it queued), and devices cannot catch up")
+        } else if self.archive.store == .sqlite && self.archive.url != nil {
+            warnings.append("archive.url is ignored: archive.store is sqlite")
         }
         if self.limits.loginTimeout > self.limits.idleTimeout {
             warnings.append("limits.login_timeout (\(self.limits.loginTimeout)) is longer than limits.idle_timeout (\(self.limits.idleTimeout))")

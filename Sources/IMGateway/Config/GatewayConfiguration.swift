@@ -22,6 +22,7 @@ import Foundation
 /// | `api` | ``APISettings``: 127.0.0.1:9470, no keys (off), `system_sender` system |
 /// | `groups` | ``GroupSettings``: 1,000 members at most, 10,000 groups followed per gateway |
 /// | `push` | ``PushSettings``: no URL (off), no preview, 250 ms delay, 6 attempts, queue 10,000 |
+/// | `archive` | ``ArchiveSettings``: SQLite beside the embedded broker's data, `sync` normal, 30 days' retention |
 /// | `log_level` | `info` |
 public struct GatewayConfiguration: Codable, Sendable, Hashable {
     /// `gateway_id`: names this gateway in presence payloads and the stats topic; a valid ``IMIdentifier``.
@@ -52,6 +53,8 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
     public var groups: GroupSettings
     /// `push`: the offline-push webhook.
     public var push: PushSettings
+    /// `archive`: the message archive.
+    public var archive: ArchiveSettings
     /// `log_level`: trace, debug, info, notice, warning, error or critical.
     public var logLevel: String
 
@@ -71,6 +74,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         api: APISettings = APISettings(),
         groups: GroupSettings = GroupSettings(),
         push: PushSettings = PushSettings(),
+        archive: ArchiveSettings = ArchiveSettings(),
         logLevel: String = "info"
     ) {
         self.gatewayID = gatewayID
@@ -87,6 +91,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         self.api = api
         self.groups = groups
         self.push = push
+        self.archive = archive
         self.logLevel = logLevel
     }
 
@@ -103,7 +108,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         case embeddedBroker = "embedded_broker"
         case auth, limits, location, pubsub
         case statsInterval = "stats_interval"
-        case metrics, api, groups, push
+        case metrics, api, groups, push, archive
         case logLevel = "log_level"
     }
 
@@ -125,6 +130,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         self.api = try c.value(.api, or: d.api)
         self.groups = try c.value(.groups, or: d.groups)
         self.push = try c.value(.push, or: d.push)
+        self.archive = try c.value(.archive, or: d.archive)
         self.logLevel = try c.value(.logLevel, or: d.logLevel)
     }
 
@@ -144,6 +150,7 @@ public struct GatewayConfiguration: Codable, Sendable, Hashable {
         try c.encode(self.api, forKey: .api)
         try c.encode(self.groups, forKey: .groups)
         try c.encode(self.push, forKey: .push)
+        try c.encode(self.archive, forKey: .archive)
         try c.encode(self.logLevel, forKey: .logLevel)
     }
 }

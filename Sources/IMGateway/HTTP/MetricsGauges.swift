@@ -1,6 +1,8 @@
 import Hummingbird
+import IMArchive
 import NIOCore
 import Prometheus
+import Synchronization
 
 /// The gauges, refreshed from the gateway's counters at each scrape.
 final class MetricsGauges: Sendable {
@@ -13,8 +15,14 @@ final class MetricsGauges: Sendable {
     private let forgedMessages: Gauge
     private let quotaDisconnects: Gauge
     private let push: [(Gauge, @Sendable () -> Int)]
+    /// The message archive's gauges and counters (none without an archive).
+    private let archiveGauges: [(Gauge, @Sendable () -> Double)]
+    private let archiveCounters: [(Counter, @Sendable () -> Double)]
+    /// What each of ``archiveCounters`` stood at when last exported (a Prometheus counter is
+    /// moved on by the difference).
+    private let exported = Mutex<[Double]>([])
 
-    init(statistics: GatewayStatistics, registry: SessionRegistry) {
+    init(statistics: GatewayStatistics, registry: SessionRegistry, archive: MessageArchive? = nil) {
         self.statistics = statistics
         let prometheus = PrometheusCollectorRegistry()
         self.prometheus = prometheus
@@ -38,6 +46,39 @@ final class MetricsGauges: Sendable {
             (gauge("push_failed", "total", "Offline-push notifications given up (out of attempts, or refused by the webhook)"), { @Sendable in counters.failed.load(ordering: .relaxed) }),
             (gauge("push_dropped", "total", "Offline-push notifications dropped because the queue was full"), { @Sendable in counters.dropped.load(ordering: .relaxed) }),
         ]
+        guard let archive else {
+            archiveGauges = []
+            archiveCounters = []
+            return
+        }
+        func counter(_ name: String, _ unit: String, _ help: String) -> Counter {
+            prometheus.makeCounter(descriptor: MetricNameDescriptor(namespace: "imgw", metricName: name, unitName: unit, helpText: help))
+        }
+        let numbers = archive.statistics
+        archiveGauges = [
+            (gauge("archive_available", "", "1 while the message archive takes writes, 0 while chats are refused with STORE_UNAVAILABLE"),
+             { @Sendable in archive.isAvailable ? 1 : 0 }),
+            (gauge("archive_queued", "", "Chat messages waiting for the archive's next commit"), { @Sendable in Double(archive.queued) }),
+        ]
+        let gateway = statistics
+        let pairs: [(String, String, String, @Sendable () -> Double)] = [
+            ("archive_stored", "total", "Chat messages stored in the archive", { Double(numbers.stored.load(ordering: .relaxed)) }),
+            ("archive_duplicates", "total", "Chat messages found stored already (resends)", { Double(numbers.duplicates.load(ordering: .relaxed)) }),
+            ("archive_refused", "total", "Chat messages refused because the archive could not store them (STORE_UNAVAILABLE)",
+             { Double(numbers.refused.load(ordering: .relaxed)) }),
+            ("archive_commits", "total", "Archive transactions committed (group commit: several messages each)",
+             { Double(numbers.commits.load(ordering: .relaxed)) }),
+            ("archive_commit", "seconds_total", "Time spent committing to the archive", { Double(numbers.commitNanoseconds.load(ordering: .relaxed)) / 1e9 }),
+            ("archive_failed_commits", "total", "Archive commits that failed or took longer than archive.write_timeout",
+             { Double(numbers.failedCommits.load(ordering: .relaxed)) }),
+            ("archive_read_failures", "total", "Archive reads (catching devices up) that failed or took too long",
+             { Double(numbers.readFailures.load(ordering: .relaxed)) }),
+            ("archive_deleted", "total", "Messages deleted by retention", { Double(numbers.deleted.load(ordering: .relaxed)) }),
+            ("caught_up", "total", "Chat deliveries replayed from the archive to devices that had missed them",
+             { Double(gateway.caughtUp.load(ordering: .relaxed)) }),
+        ]
+        archiveCounters = pairs.map { (counter($0.0, $0.1, $0.2), $0.3) }
+        exported.withLock { $0 = Array(repeating: 0, count: pairs.count) }
     }
 
     func render() -> [UInt8] {
@@ -48,6 +89,14 @@ final class MetricsGauges: Sendable {
         forgedMessages.set(Double(statistics.forgedMessages.load(ordering: .relaxed)))
         quotaDisconnects.set(Double(statistics.brokerQuotaDisconnects.load(ordering: .relaxed)))
         for (gauge, value) in push { gauge.set(Double(value())) }
+        for (gauge, value) in archiveGauges { gauge.set(value()) }
+        exported.withLock { exported in
+            for (index, (counter, value)) in archiveCounters.enumerated() {
+                let now = value()
+                if now > exported[index] { counter.increment(by: now - exported[index]) }
+                exported[index] = max(exported[index], now)
+            }
+        }
         return prometheus.emitToBuffer()
     }
 }
@@ -55,7 +104,7 @@ final class MetricsGauges: Sendable {
 extension HTTPEndpoint {
     /// `GET /metrics`: the gateway's counters in the Prometheus text format (other paths 404).
     static func metrics(host: String, port: Int, context: GatewayContext) -> HTTPEndpoint {
-        let gauges = MetricsGauges(statistics: context.statistics, registry: context.registry)
+        let gauges = MetricsGauges(statistics: context.statistics, registry: context.registry, archive: context.archive)
         let router = Router(context: GatewayRequestContext.self)
         router.get("metrics") { _, _ in
             Response(

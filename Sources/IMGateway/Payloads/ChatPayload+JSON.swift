@@ -12,6 +12,10 @@ extension ChatPayload: FixedShapePayload {
             writer.key("data")
             writer.string(data)
         }
+        if let epoch {
+            writer.key("epoch")
+            writer.number(epoch)
+        }
         if let ext {
             writer.key("ext")
             writer.beginArray()
@@ -33,6 +37,10 @@ extension ChatPayload: FixedShapePayload {
         }
         writer.key("id")
         writer.string(id)
+        if let offset {
+            writer.key("offset")
+            writer.number(offset)
+        }
         if let qos {
             writer.key("qos")
             writer.number(qos)
@@ -56,6 +64,7 @@ extension ChatPayload: FixedShapePayload {
         guard let payload = PayloadJSONReader.read(bytes, { reader -> ChatPayload? in
             var id: String?, from: String?, to: String?, ts: UInt64?, type: String?
             var text: String?, data: String?, qos: Int?, ext: [Extension]?, group: String?, carbon: Bool?
+            var offset: UInt64?, epoch: UInt64?
             let complete = reader.object { key, reader in
                 // An unknown or repeated key ends the fast path: Foundation's decoder decides.
                 if key.spells("id") { return PayloadJSONReader.fill(&id, with: reader.string()) }
@@ -69,11 +78,14 @@ extension ChatPayload: FixedShapePayload {
                 if key.spells("ext") { return PayloadJSONReader.fill(&ext, with: Self.readExtensions(&reader)) }
                 if key.spells("group") { return PayloadJSONReader.fill(&group, with: reader.string()) }
                 if key.spells("carbon") { return PayloadJSONReader.fill(&carbon, with: reader.bool()) }
+                if key.spells("offset") { return PayloadJSONReader.fill(&offset, with: reader.unsignedInteger()) }
+                if key.spells("epoch") { return PayloadJSONReader.fill(&epoch, with: reader.unsignedInteger()) }
                 return false
             }
             guard complete, let id, let from, let to, let ts, let type else { return nil }
             return ChatPayload(
-                id: id, from: from, to: to, ts: ts, type: type, text: text, data: data, qos: qos, ext: ext, group: group, carbon: carbon)
+                id: id, from: from, to: to, ts: ts, type: type, text: text, data: data, qos: qos, ext: ext, group: group, carbon: carbon,
+                offset: offset, epoch: epoch)
         }) else { return nil }
         self = payload
     }

@@ -13,6 +13,8 @@ import NIOCore
 /// Text content is in `text`; other content (`type` `image`, `file_content`, `voice`, `video`,
 /// `location_card`, `custom`: the lower-cased IMWire tag names) is base64 in `data`. `qos` is
 /// present only when not 1; `ext` holds application-defined items (tags 0xF000–0xFFFE).
+/// With the message archive, `offset` is the copy's place in the stream of the inbox's user
+/// and `epoch` the archive's epoch (``IMArchive/ArchiveEpoch``).
 public struct ChatPayload: Codable, Hashable, Sendable {
     /// The sender's message id.
     public var id: String
@@ -37,6 +39,10 @@ public struct ChatPayload: Codable, Hashable, Sendable {
     public var qos: Int?
     /// Application-defined items, passed through to the recipient.
     public var ext: [Extension]?
+    /// The copy's offset in the stream of the inbox's user, when the archive stored it.
+    public var offset: UInt64?
+    /// The archive's epoch, with `offset`.
+    public var epoch: UInt64?
 
     /// One application-defined TLV item.
     public struct Extension: Codable, Hashable, Sendable {
@@ -56,8 +62,10 @@ public struct ChatPayload: Codable, Hashable, Sendable {
     public init(
         id: String, from: String, to: String, ts: UInt64, type: String,
         text: String? = nil, data: String? = nil, qos: Int? = nil, ext: [Extension]? = nil,
-        group: String? = nil, carbon: Bool? = nil
+        group: String? = nil, carbon: Bool? = nil, offset: UInt64? = nil, epoch: UInt64? = nil
     ) {
+        self.offset = offset
+        self.epoch = epoch
         self.group = group
         self.carbon = carbon
         self.id = id
@@ -87,6 +95,27 @@ public struct ChatPayload: Codable, Hashable, Sendable {
                 : send.extensions.map { Extension(tag: Int($0.tag.rawValue), data: Data($0.value.readableBytesView).base64EncodedString()) },
             group: send.group, carbon: carbon ? true : nil
         )
+    }
+
+    /// The copy of a stored message (``archived(send:from:serverTime:)``) for the stream of
+    /// `user`: a message it received (for a group message, `to` is the member), or, when
+    /// `own`, a carbon of what `user` sent.
+    public func copy(for user: String, own: Bool) -> ChatPayload {
+        var copy = self
+        if own {
+            copy.carbon = true
+            if group != nil { copy.to = user }
+        } else {
+            copy.carbon = nil
+            copy.to = user
+        }
+        return copy
+    }
+
+    /// What the archive stores of `send`: the body every copy is made from
+    /// (``copy(for:own:)``), `to` the recipient or the group.
+    public static func archived(send: ChatSend, from: String, serverTime: UInt64) -> ChatPayload {
+        ChatPayload(send: send, from: from, serverTime: serverTime)
     }
 
     /// The DELIVERY frame body for the recipient's devices; checks every field.

@@ -11,6 +11,9 @@ struct ChatRateLimit: Sendable {
         case allow
         /// Refused: send again in this many milliseconds (at least 1).
         case refuse(retryAfterMilliseconds: UInt32)
+        /// Refused because an earlier message could not be stored (``hold(messageID:retryAfterMilliseconds:now:)``):
+        /// send again in this many milliseconds.
+        case held(retryAfterMilliseconds: UInt32)
     }
 
     /// How long past the retry time the limit waits for the first refused message.
@@ -25,6 +28,8 @@ struct ChatRateLimit: Sendable {
     private struct Closed: Sendable {
         var until: Double
         var firstRefused: String
+        /// Closed by ``hold(messageID:retryAfterMilliseconds:now:)``, not by the rate.
+        var byStore = false
     }
 
     /// A limit of `ratePerSecond` (0: none) with `burst` messages back to back.
@@ -35,14 +40,18 @@ struct ChatRateLimit: Sendable {
     /// Whether the chat message `messageID` arriving at `now` (seconds, monotonic; read only
     /// when there is a limit) may go.
     mutating func admit(messageID: String, now readNow: @autoclosure () -> Double) -> Decision {
-        guard var bucket else { return .allow }
+        guard bucket != nil || closed != nil else { return .allow }
         let now = readNow()
-        defer { self.bucket = bucket }
         if let closed {
             let reopened = (now >= closed.until && messageID == closed.firstRefused) || now >= closed.until + Self.longestHold
-            guard reopened else { return .refuse(retryAfterMilliseconds: Self.milliseconds(closed.until - now)) }
+            guard reopened else {
+                let wait = Self.milliseconds(closed.until - now)
+                return closed.byStore ? .held(retryAfterMilliseconds: wait) : .refuse(retryAfterMilliseconds: wait)
+            }
             self.closed = nil
         }
+        guard var bucket else { return .allow }
+        defer { self.bucket = bucket }
         // (A hair under one token: at the announced retry time the token is there even
         // after floating-point rounding.)
         if bucket.allow(now: now, cost: 1 - 1e-9) { return .allow }
@@ -50,6 +59,15 @@ struct ChatRateLimit: Sendable {
         let wait = max(0.001, (1 - bucket.available(now: now)) / bucket.ratePerSecond)
         self.closed = Closed(until: now + wait, firstRefused: messageID)
         return .refuse(retryAfterMilliseconds: Self.milliseconds(wait))
+    }
+
+    /// `messageID` was refused elsewhere (the archive could not store it) with a retry time:
+    /// from `now` on, chats are refused as after a refusal of the limit's own, until the retry
+    /// time has passed and the first refused message comes again. A hold already running
+    /// keeps its first message.
+    mutating func hold(messageID: String, retryAfterMilliseconds: UInt32, now: Double) {
+        guard closed == nil else { return }
+        closed = Closed(until: now + Double(retryAfterMilliseconds) / 1000, firstRefused: messageID, byStore: true)
     }
 
     private static func milliseconds(_ seconds: Double) -> UInt32 {

@@ -179,9 +179,13 @@ public struct ConnectionStateMachine: Sendable {
 
 extension ConnectionStateMachine {
     /// A delivery (or QoS 1 PUBLISH) was written with frame sequence `sequence` at `now`;
-    /// its ACK is due within the delivery ACK timeout.
-    public mutating func deliveryWritten(_ sequence: UInt32, deliveryID: UInt64, origin: PendingDeliveries.Origin?, now: NIODeadline) {
-        self.deliveries.insert(sequence, deliveryID: deliveryID, origin: origin, now: now)
+    /// its ACK is due within the delivery ACK timeout. `deliveryID`: the MQTT delivery it
+    /// settles (none for one replayed from the archive); `offset`: its place in the user's
+    /// stream.
+    public mutating func deliveryWritten(
+        _ sequence: UInt32, deliveryID: UInt64?, origin: PendingDeliveries.Origin?, offset: UInt64? = nil, now: NIODeadline
+    ) {
+        self.deliveries.insert(sequence, deliveryID: deliveryID, origin: origin, offset: offset, now: now)
     }
 
     /// The device ACKed the frame with `sequence`: the delivery it settles, if any.

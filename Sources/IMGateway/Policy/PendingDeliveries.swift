@@ -1,8 +1,8 @@
 import DequeModule
 import NIOCore
 
-/// Deliveries written to a device and not ACKed yet: frame sequence -> MQTT delivery, with
-/// when each was written, so that the oldest one's age is known at once (the delivery ACK
+/// Deliveries written to a device and not ACKed yet: frame sequence -> MQTT delivery (or
+/// offset in the user's stream, for one replayed from the archive), with when each was written, so that the oldest one's age is known at once (the delivery ACK
 /// deadline, PROTOCOL.md 6.4).
 public struct PendingDeliveries: Sendable {
     /// A chat message's sender and id, for its "delivered" receipt.
@@ -18,10 +18,13 @@ public struct PendingDeliveries: Sendable {
 
     /// One delivery waiting for the device's ACK.
     public struct Entry: Sendable, Hashable {
-        /// The MQTT delivery to acknowledge once the device ACKs.
-        public var deliveryID: UInt64
+        /// The MQTT delivery to acknowledge once the device ACKs; `nil` for a message replayed
+        /// from the archive.
+        public var deliveryID: UInt64?
         /// For a chat delivery: whom to send the "delivered" receipt.
         public var origin: Origin?
+        /// Its offset in the user's stream, when the archive stored it.
+        public var offset: UInt64? = nil
         /// When it was written.
         public var since: NIODeadline
     }
@@ -40,8 +43,8 @@ public struct PendingDeliveries: Sendable {
     public var oldest: NIODeadline? { self.order.first.flatMap { self.bySequence[$0]?.since } }
 
     /// A delivery written with frame sequence `sequence` at `now`.
-    public mutating func insert(_ sequence: UInt32, deliveryID: UInt64, origin: Origin?, now: NIODeadline) {
-        if self.bySequence.updateValue(Entry(deliveryID: deliveryID, origin: origin, since: now), forKey: sequence) == nil {
+    public mutating func insert(_ sequence: UInt32, deliveryID: UInt64?, origin: Origin?, offset: UInt64? = nil, now: NIODeadline) {
+        if self.bySequence.updateValue(Entry(deliveryID: deliveryID, origin: origin, offset: offset, since: now), forKey: sequence) == nil {
             self.order.append(sequence)
         }
     }

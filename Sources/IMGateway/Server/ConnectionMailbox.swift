@@ -1,3 +1,5 @@
+import IMArchive
+import IMWire
 import Mosquitto
 import Synchronization
 
@@ -14,6 +16,11 @@ final class ConnectionMailbox: Sendable {
         case message(MosquittoMessage, GatewayTopics.Kind?)
         /// The broker has (or refused) a chat message the device sent.
         case published(ChatTicket, Result<Void, MosquittoError>)
+        /// The archive has (or refused) a chat message the device sent.
+        case stored(StoringChat, Result<AppendOutcome, ArchiveError>)
+        /// The device's own copy of a message it sent (a group chat) is at this offset of its
+        /// user's stream: done for this device.
+        case ownStored(UInt64)
         /// The MQTT connection of the session `session` (its `ObjectIdentifier`) ended. A
         /// login that tries CONNECT again makes a new session for it; the refused one's
         /// loss is not the connection's.
@@ -35,6 +42,14 @@ final class ConnectionMailbox: Sendable {
         /// Its offline-push notification, once the broker has it: only with `push.url`, and
         /// not while a device of the recipient is online.
         var push: PushNotification? = nil
+        /// With the archive: its offset in the sender's own stream (the ACK says it).
+        var streamOffset: UInt64? = nil
+    }
+
+    /// A chat message on its way into the archive, and what its publish and ACK will need.
+    struct StoringChat: Sendable {
+        var chat: ChatSend
+        var ticket: ChatTicket
     }
 
     private struct State {

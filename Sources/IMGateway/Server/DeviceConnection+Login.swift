@@ -1,4 +1,5 @@
 import Foundation
+import IMArchive
 import IMWire
 import Logging
 import Mosquitto
@@ -8,8 +9,11 @@ extension DeviceConnection {
     /// How a login ended.
     enum LoginOutcome: Sendable {
         /// The token holds until `expiresAt` and the MQTT session is open (`resumed`: the
-        /// broker kept it).
-        case opened(any DeviceSession, registration: UInt64, resumed: Bool, expiresAt: Date, brokerFit: BrokerFit)
+        /// broker kept it); with the archive, `sync` says where the device's catch-up starts
+        /// (`nil` when the archive could not be read), `asked` is the position LOGIN gave.
+        case opened(
+            any DeviceSession, registration: UInt64, resumed: Bool, expiresAt: Date, brokerFit: BrokerFit,
+            sync: LoginSync?, asked: StreamPosition?)
         /// Refused: ERROR with this code, then close.
         case refused(IMErrorCode, String)
         /// The MQTT session could not be opened (the session was ended again).
@@ -78,7 +82,12 @@ extension DeviceConnection {
                     try await session.subscribeAndAnnounce(probeOwnDevices: gateway.configuration.broker.presenceProbe)
                 }
                 if retry.tries > 1 { logger.notice("the broker took the session", metadata: ["tries": "\(retry.tries)"]) }
-                return .opened(session, registration: registration, resumed: resumed, expiresAt: expiresAt, brokerFit: fit)
+                // After the subscriptions: what is stored after the stream's end read now
+                // reaches the session live.
+                let sync = await syncStart(request.position, user: user, device: device, archive: gateway.archive, logger: logger)
+                return .opened(
+                    session, registration: registration, resumed: resumed, expiresAt: expiresAt, brokerFit: fit, sync: sync,
+                    asked: request.position)
             } catch {
                 await session.end(.takenOver)
                 if !closed.isSet, let delay = retry.delay(after: error, now: .now) {
@@ -98,6 +107,28 @@ extension DeviceConnection {
                 let tried = retry.tries > 1 ? " (\(retry.tries) tries)" : ""
                 return .brokerFailed(unfit ?? "\(error)\(tried)")
             }
+        }
+    }
+
+    /// Where the device's catch-up starts (``SyncStart``), from the position LOGIN gave, the
+    /// one the archive kept and the stream's bounds; `nil` without an archive. When the
+    /// archive cannot be read, a ``LoginSync`` without `last`: the login goes on (live
+    /// messages flow) and the connection tries again.
+    static func syncStart(_ asked: StreamPosition?, user: String, device: String, archive: MessageArchive?, logger: Logger) async -> LoginSync? {
+        guard let archive else { return nil }
+        do throws(ArchiveError) {
+            let stored = try await archive.position(user: user, device: device)
+            let bounds = try await archive.bounds(of: user)
+            let start = SyncStart.decide(asked: asked, stored: stored, first: bounds.first, last: bounds.last, epoch: archive.epoch.rawValue)
+            if start.status == .refused || start.status == .epochChanged {
+                logger.notice("the device's stream position was not taken", metadata: [
+                    "asked": "\(asked.map { "\($0)" } ?? "-")", "status": "\(start.status)", "last": "\(bounds.last)", "position": "\(start.position)",
+                ])
+            }
+            return LoginSync(position: start.position, status: start.status, last: bounds.last, saved: stored)
+        } catch {
+            logger.warning("cannot read the archive at login: the device is caught up later", metadata: ["error": "\(error)"])
+            return LoginSync(position: 0, status: .unavailable, last: nil, saved: nil)
         }
     }
 
@@ -160,13 +191,14 @@ extension DeviceConnection {
     /// The login task's outcome, back on the event loop.
     func loginFinished(_ outcome: LoginOutcome) {
         switch outcome {
-        case .opened(let session, let registration, let resumed, let expiresAt, let brokerFit):
+        case .opened(let session, let registration, let resumed, let expiresAt, let brokerFit, let sync, let asked):
             self.session = session
             self.registration = registration
             self.brokerFit = brokerFit
             let event = ConnectionStateMachine.Event.loginSucceeded(tokenDeadline: tokenDeadline(expiresAt))
             switch machine.handle(event) {
-            case .completeLogin: completeLogin(session, resumed: resumed, expiresAt: expiresAt, brokerFit: brokerFit)
+            case .completeLogin:
+                completeLogin(session, resumed: resumed, expiresAt: expiresAt, brokerFit: brokerFit, sync: sync, asked: asked)
             case let action: perform(action)
             }
         case .refused(let code, let message):
@@ -188,7 +220,9 @@ extension DeviceConnection {
     }
 
     /// LOGIN_OK, then deliveries flow.
-    func completeLogin(_ session: any DeviceSession, resumed: Bool, expiresAt: Date, brokerFit: BrokerFit) {
+    func completeLogin(
+        _ session: any DeviceSession, resumed: Bool, expiresAt: Date, brokerFit: BrokerFit, sync: LoginSync? = nil, asked: StreamPosition? = nil
+    ) {
         guard let context = channelContext, let loginHeader = machine.loginHeader, let mailbox else { return }
         let sessionID = machine.sessionID
         logger[metadataKey: "user"] = "\(session.user)"
@@ -201,7 +235,9 @@ extension DeviceConnection {
         send(.loginOK(LoginOK(
             userID: session.user, deviceID: session.device, serverTime: unixMilliseconds(),
             heartbeatInterval: UInt16(clamping: gateway.configuration.limits.idleTimeout / 3),
-            tokenExpiry: Self.milliseconds(expiresAt), refSequence: loginHeader.sequence, sessionResumed: resumed)), sessionID: sessionID)
+            tokenExpiry: Self.milliseconds(expiresAt), refSequence: loginHeader.sequence, sessionResumed: resumed,
+            position: sync.flatMap { sync in sync.last.map { _ in StreamPosition(epoch: gateway.archive!.epoch.rawValue, offset: sync.position) } },
+            syncStatus: sync?.status)), sessionID: sessionID)
         gateway.statistics.loggedIn.add(1, ordering: .relaxed)
         logger.info("logged in")
 
@@ -223,6 +259,8 @@ extension DeviceConnection {
                 }
             }
         }
+        // The catch-up starts before the mail that came early: the broker's messages wait for it.
+        openArchiveLink(sync, asked: asked)
         let waiting = early
         early = []
         receive(waiting)

@@ -12,8 +12,9 @@ extension DeviceConnection {
         switch message {
         case .ack(let ack):
             if let settled = machine.deliveryAcknowledged(ack.sequence) {
-                acknowledgements.append(settled.deliveryID)
+                if let deliveryID = settled.deliveryID { acknowledgements.append(deliveryID) }
                 if let origin = settled.origin { delivered.append(origin) }
+                if let offset = settled.offset { archiveDone(offset) }
             }
         case .chat(let chat) where chat.isGroup:
             gateway.statistics.messagesIn.add(1, ordering: .relaxed)
@@ -55,6 +56,8 @@ extension DeviceConnection {
             startTyping(typing, header)
         case .tokenRefresh(let refresh):
             refreshToken(refresh.token, header)
+        case .sync(let sync):
+            requestSync(sync, header)
         default:
             reply(Ack.refusing(sequence: header.sequence, code: .unknownOperation, message: "not supported by this gateway yet"), to: header)
         }
@@ -105,6 +108,19 @@ extension DeviceConnection {
             return
         }
         let fingerprint = ChatFingerprint(chat)
+        if archiveLink != nil {
+            // The archive knows every message stored, across gateways and restarts: it tells a
+            // resend from a reused id (``stored(_:_:timestamp:)``).
+            guard admitChat(chat, header) else { return }
+            let serverTime = unixMilliseconds()
+            let push = gateway.push.flatMap { push in
+                push.mayNotify(chat.to) ? PushNotification(send: chat, from: session.user, serverTime: serverTime, settings: push.settings) : nil
+            }
+            archiveLink?.toStore.append(ConnectionMailbox.StoringChat(chat: chat, ticket: .init(
+                messageID: chat.messageID, fingerprint: fingerprint, sequence: header.sequence, sessionID: header.sessionID,
+                serverTime: serverTime, push: push)))
+            return
+        }
         switch gateway.dedup.check(user: session.user, id: chat.messageID, fingerprint: fingerprint) {
         case .new:
             guard admitChat(chat, header) else { return }
@@ -153,8 +169,16 @@ extension DeviceConnection {
             return false
         }
         let loop = channelContext?.eventLoop
-        guard case .refuse(let retryAfter) = chatLimit.admit(messageID: chat.messageID, now: loop.map { Double($0.now.uptimeNanoseconds) / 1e9 } ?? 0) else {
+        let retryAfter: UInt32
+        switch chatLimit.admit(messageID: chat.messageID, now: loop.map { Double($0.now.uptimeNanoseconds) / 1e9 } ?? 0) {
+        case .allow:
             return true
+        case .held(let wait):
+            reply(Ack.storeUnavailable(sequence: header.sequence, retryAfter: wait,
+                message: "an earlier message could not be stored: send it again first, in \(wait) ms"), to: header)
+            return false
+        case .refuse(let wait):
+            retryAfter = wait
         }
         let limits = gateway.configuration.limits
         reply(Ack.rateLimited(sequence: header.sequence, retryAfter: retryAfter,
@@ -171,6 +195,8 @@ extension DeviceConnection {
     /// Only while the session is open: `ending` is the last call, made as it starts ending.
     func startUplink(receiptsDue: Bool = false, ending: Bool = false) {
         guard let session, let mailbox, ending || machine.isSessionOpen else { return }
+        storeChats()
+        savePosition()
         let chats = takeChatsToStart()
         let receiptsNow = !delivered.isEmpty && (receiptsDue || delivered.count >= Self.receiptBatch)
         if !delivered.isEmpty && !receiptsNow { scheduleReceipts() }
@@ -260,6 +286,10 @@ extension DeviceConnection {
                 receive(message, kind)
             case .published(let ticket, let outcome):
                 settle(ticket, outcome, timestamp: timestamp)
+            case .stored(let storing, let outcome):
+                stored(storing, outcome, timestamp: timestamp)
+            case .ownStored(let offset):
+                archiveLink?.sync?.skipped(offset)
             case .presenceWatchChanged(let users):
                 presenceTold.forget(users: users)
             case .lost(let reason, let lost):
@@ -298,7 +328,8 @@ extension DeviceConnection {
 
     /// Tells the machine how many chat messages wait; reads again if it says so.
     func backpressureChanged() {
-        if machine.backpressureChanged(waitingChats: chatsToStart.count), let context = channelContext { context.read() }
+        let waiting = chatsToStart.count + (archiveLink.map { $0.toStore.count + $0.storing } ?? 0)
+        if machine.backpressureChanged(waitingChats: waiting), let context = channelContext { context.read() }
     }
 
     /// The broker has (or refused) a chat message: ACK it to the device, remember its id
@@ -310,7 +341,7 @@ extension DeviceConnection {
         case .success:
             gateway.dedup.record(user: session.user, id: ticket.messageID, fingerprint: ticket.fingerprint, serverTime: ticket.serverTime)
             if let notification = ticket.push { gateway.push?.chatAccepted(notification) }
-            write(Ack(sequence: ticket.sequence, messageID: ticket.messageID, serverTime: ticket.serverTime)
+            write(Ack(sequence: ticket.sequence, messageID: ticket.messageID, serverTime: ticket.serverTime, streamOffset: ticket.streamOffset)
                 .frame(timestamp: timestamp, sessionID: ticket.sessionID))
         case .failure(let error):
             logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(ticket.messageID)"])
@@ -321,7 +352,7 @@ extension DeviceConnection {
 
     /// Turns a message of the MQTT session into a frame for the device (queued by
     /// priority), or acknowledges it at once.
-    private func receive(_ message: MosquittoMessage, _ kind: GatewayTopics.Kind?) {
+    func receive(_ message: MosquittoMessage, _ kind: GatewayTopics.Kind?) {
         guard let session else { return }
         switch kind {
         case .inbox:
@@ -332,23 +363,40 @@ extension DeviceConnection {
                 acknowledgements.append(message.deliveryID)
                 return
             }
+            // A message the archive stored: once, in order with what is caught up.
+            var offset: UInt64?
+            if let stored = payload.offset, archiveLink != nil, payload.epoch == gateway.archive?.epoch.rawValue {
+                switch liveDecision(message, kind, offset: stored) {
+                case .deliver:
+                    offset = stored
+                    delivery.streamOffset = stored
+                case .duplicate:
+                    acknowledgements.append(message.deliveryID)
+                    return
+                case .hold:
+                    return
+                }
+            }
             // A repeat of a message the server API sent, published again by another gateway:
-            // the device has it (or will, from the first copy).
+            // the device has it (or will, from the first copy). (With an offset of this
+            // archive, the offset decided already.)
             if MessageAuthenticator.isSentByAPI(message.properties.correlationData),
-               !apiMessages.insert(delivery.from + "\u{0}" + delivery.messageID) {
+               !apiMessages.insert(delivery.from + "\u{0}" + delivery.messageID), offset == nil {
                 acknowledgements.append(message.deliveryID)
                 return
             }
             // A carbon for a device that wants none: done with it.
             if delivery.carbon && !wantsCarbons {
                 acknowledgements.append(message.deliveryID)
+                if let offset { archiveDone(offset) }
                 return
             }
             delivery.resend = message.dup
             downlink.enqueue(
                 DownlinkEntry(message: .delivery(delivery), deliveryID: message.deliveryID,
                               // A carbon's ACK makes no "delivered" receipt.
-                              origin: delivery.carbon ? nil : PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID)),
+                              origin: delivery.carbon ? nil : PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID),
+                              offset: offset),
                 class: .chat)
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)
         case .location(let sharer):
@@ -434,12 +482,13 @@ extension DeviceConnection {
         var awaited = false
         while context.channel.isWritable, let entry = downlink.dequeue() {
             let number = sequence.next()
-            if let deliveryID = entry.deliveryID {
-                machine.deliveryWritten(number, deliveryID: deliveryID, origin: entry.origin, now: now)
+            if entry.deliveryID != nil || entry.offset != nil {
+                machine.deliveryWritten(number, deliveryID: entry.deliveryID, origin: entry.origin, offset: entry.offset, now: now)
                 awaited = true
             }
             write(entry.message.frame(sequence: number, timestamp: timestamp, sessionID: sessionID))
         }
+        writeSyncAcks()
         // The delivery ACK deadline may now come before the armed one.
         if awaited { armTimer() }
     }

@@ -100,6 +100,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     var typingLimiter = RateLimiter(ratePerSecond: Double(DeviceConnection.typingRate), burst: 8)
     /// `limits.chat_rate` and `chat_burst` for this connection's CHATs.
     var chatLimit: ChatRateLimit
+    /// The message archive's side of the connection, from LOGIN_OK (``ArchiveLink``).
+    var archiveLink: ArchiveLink?
     /// This connection's place in `limits.max_connections_*` (nil: not counted).
     let admission: ConnectionAdmissions.Ticket?
 
@@ -118,6 +120,8 @@ final class DeviceConnection: ChannelDuplexHandler {
         var deliveryID: UInt64?
         /// For a chat delivery: whom to send the "delivered" receipt.
         var origin: PendingDeliveries.Origin?
+        /// Its offset in the user's stream, when the archive stored it.
+        var offset: UInt64? = nil
     }
 
     init(
@@ -253,10 +257,11 @@ final class DeviceConnection: ChannelDuplexHandler {
     }
 
     /// What HELLO_OK offers: everything, except QoS 2 chat on a broker that takes at most
-    /// QoS 1 (as its last CONNACK said).
-    static func features(broker: BrokerFit?) -> IMFeatures {
+    /// QoS 1 (as its last CONNACK said), and the archive's catch-up without an archive.
+    static func features(broker: BrokerFit?, archive: Bool) -> IMFeatures {
         var features: IMFeatures = [.zlib, .qos2Chat, .receipts, .presence, .location, .pubSub, .groups, .carbons, .typing]
         if let broker, broker.maximumQoS < .exactlyOnce { features.remove(.qos2Chat) }
+        if archive { features.insert(.archive) }
         return features
     }
 
@@ -270,7 +275,7 @@ final class DeviceConnection: ChannelDuplexHandler {
         case .answerHello:
             guard let frame else { return }
             send(.helloOK(HelloOK(
-                version: .current, features: Self.features(broker: gateway.brokerFit),
+                version: .current, features: Self.features(broker: gateway.brokerFit, archive: gateway.archive != nil),
                 maxBodyLength: UInt32(gateway.configuration.limits.maxBodyLength), refSequence: frame.header.sequence)),
                 sessionID: frame.header.sessionID)
         case .startLogin:
@@ -334,9 +339,11 @@ final class DeviceConnection: ChannelDuplexHandler {
             perform(machine.handle(.sessionEnded))
             return
         }
-        // What the device ACKed goes first: acknowledgements and "delivered" receipts.
+        // What the device ACKed goes first: acknowledgements and "delivered" receipts; its
+        // position is saved.
         receiptTimer?.cancel()
         receiptTimer = nil
+        closeArchiveLink()
         startUplink(receiptsDue: true, ending: true)
         mailbox?.close()
         lane.close()

@@ -1,4 +1,5 @@
 import Foundation
+import IMArchive
 import IMWire
 import Logging
 import Mosquitto
@@ -227,6 +228,9 @@ struct DeviceRequests: Sendable {
             return sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "\(me) is not a member of \(chat.to)"), to: header)
         }
         let fingerprint = ChatFingerprint(chat)
+        if let archive = context.archive {
+            return try await storedGroupChat(chat, members: members, fingerprint: fingerprint, carbon: carbon, header: header, archive: archive)
+        }
         switch context.dedup.check(user: me, id: chat.messageID, fingerprint: fingerprint) {
         case .duplicate(let earlier):
             return sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: earlier ?? unixMilliseconds()), to: header)
@@ -244,6 +248,48 @@ struct DeviceRequests: Sendable {
         context.dedup.record(user: me, id: chat.messageID, fingerprint: fingerprint, serverTime: serverTime)
         sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime), to: header)
         context.push?.chatAccepted(chat, from: me, serverTime: serverTime, recipients: others)
+    }
+
+    /// A group chat with the archive: stored first (a copy per other member and the sender's
+    /// own), then one publish per copy with its offset, then the ACK with the sender's own
+    /// offset. A resend stored before is published again to the members it was stored for.
+    private func storedGroupChat(
+        _ chat: ChatSend, members: [String: UInt64], fingerprint: ChatFingerprint, carbon: Bool, header: IMFrameHeader, archive: MessageArchive
+    ) async throws {
+        let me = session.user
+        var serverTime = unixMilliseconds()
+        let others = members.keys.filter { $0 != me }.sorted()
+        let message = ArchiveMessage(
+            sender: me, messageID: chat.messageID, fingerprint: fingerprint.rawValue, serverTime: serverTime,
+            body: PayloadCodec.encode(ChatPayload.archived(send: chat, from: me, serverTime: serverTime)),
+            copies: others.map { ArchiveMessage.Copy(stream: $0) } + [ArchiveMessage.Copy(stream: me, origin: session.device)])
+        let outcome: AppendOutcome
+        do throws(ArchiveError) {
+            outcome = try await archive.append(message)
+        } catch {
+            return sender.reply(Ack.storeUnavailable(sequence: header.sequence, retryAfter: error.retryAfter ?? 1_000, message: error.message), to: header)
+        }
+        let copies: [StoredCopy]
+        switch outcome {
+        case .stored(let offsets):
+            copies = zip(message.copies, offsets).map { StoredCopy(stream: $0.0.stream, offset: $0.1, origin: $0.0.origin) }
+        case .duplicate(let stored, let first):
+            copies = stored
+            serverTime = first
+        case .reused:
+            return sender.reply(Ack.refusing(sequence: header.sequence, code: .messageIDReused,
+                message: "message id \(chat.messageID) was already used for another message"), to: header)
+        }
+        let epoch = archive.epoch.rawValue
+        let own = copies.first { $0.stream == me && $0.origin != nil }?.offset
+        if let own { mailbox.post(.ownStored(own)) }
+        var publishes = copies.filter { $0.origin == nil }.map {
+            session.chatPublish(chat, serverTime: serverTime, copy: .member($0.stream), stored: ($0.offset, epoch))
+        }
+        if carbon, let own { publishes.append(session.chatPublish(chat, serverTime: serverTime, copy: .carbon, stored: (own, epoch))) }
+        try await session.publishAll(publishes, window: brokerFit.publishWindow)
+        sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime, streamOffset: own), to: header)
+        if case .stored = outcome { context.push?.chatAccepted(chat, from: me, serverTime: serverTime, recipients: others) }
     }
 
     private func subscribe(_ subscribe: Subscribe, header: IMFrameHeader) async throws {

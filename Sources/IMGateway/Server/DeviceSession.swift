@@ -108,9 +108,11 @@ extension DeviceSession {
     }
 
     /// A chat message for the recipient's inbox. The sender is always this session's user,
-    /// whatever the frame claimed.
-    func chatPublish(_ chat: ChatSend, serverTime: UInt64, copy: ChatCopy = .recipient) -> OutgoingPublish {
-        .chat(chat, from: user, serverTime: serverTime, topics: topics, authenticator: authenticator, copy: copy)
+    /// whatever the frame claimed. `stored`: the copy's offset in the archive, and its epoch.
+    func chatPublish(
+        _ chat: ChatSend, serverTime: UInt64, copy: ChatCopy = .recipient, stored: (offset: UInt64, epoch: UInt64)? = nil
+    ) -> OutgoingPublish {
+        .chat(chat, from: user, serverTime: serverTime, topics: topics, authenticator: authenticator, copy: copy, stored: stored)
     }
 
     /// One receipt of `kind` for `messageIDs` (at least one) of `sender`.

@@ -1,4 +1,5 @@
 import Foundation
+import IMArchive
 import Logging
 import Mosquitto
 import Synchronization
@@ -31,6 +32,8 @@ final class GatewayContext: Sendable {
     let connectGate: ConcurrencyGate
     let gatewayID: String
     let logger: Logger
+    /// The message archive (`archive`), unless `store: none`.
+    let archive: MessageArchive?
     /// Makes a device's MQTT session; `nil`: a ``MosquittoDeviceSession`` on the broker.
     private let sessionFactory: SessionFactory?
     /// The broker's last CONNACK to any client of this gateway, and what the gateway made of it.
@@ -41,9 +44,10 @@ final class GatewayContext: Sendable {
 
     init(
         configuration: GatewayConfiguration, broker: BrokerEndpoint, mqttLoop: MosquittoEventLoop, logger: Logger,
-        sessionFactory: SessionFactory? = nil
+        archive: MessageArchive? = nil, sessionFactory: SessionFactory? = nil
     ) {
         self.sessionFactory = sessionFactory
+        self.archive = archive
         self.configuration = configuration
         self.broker = broker
         self.topics = GatewayTopics(prefix: configuration.topicPrefix, pubsubSpace: configuration.pubsub.topicSpace)
@@ -123,6 +127,8 @@ final class GatewayStatistics: Sendable {
     let loggedIn = Atomic<Int>(0)
     let messagesIn = Atomic<Int>(0)
     let messagesOut = Atomic<Int>(0)
+    /// Chat deliveries replayed from the archive (catching devices up).
+    let caughtUp = Atomic<Int>(0)
     /// Messages dropped because no gateway wrote them (``GatewayContext/isFromAGateway(_:)``).
     let forgedMessages = Atomic<Int>(0)
     /// Device sessions the broker ended because their queue was full (DISCONNECT 0x97 Quota

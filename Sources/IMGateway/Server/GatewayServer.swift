@@ -1,3 +1,4 @@
+import IMArchive
 import IMWire
 import Logging
 import Mosquitto
@@ -24,7 +25,10 @@ public final class GatewayServer: Service, Sendable {
     /// publishes and lookups.
     private let control: ControlClient
 
-    /// Binds the listener. Nothing is accepted until `run()`.
+    /// Opens the message archive (`archive`), then binds the listener. Nothing is accepted
+    /// until `run()`. Throws ``GatewayError/archiveFailed(_:)`` when the archive cannot be
+    /// opened, ``GatewayError/archiveNotShared(_:)`` when it is a SQLite file and another
+    /// gateway publishes live stats on the broker (``SharedBrokerCheck``).
     public static func bind(
         configuration: GatewayConfiguration,
         broker: BrokerEndpoint,
@@ -32,7 +36,31 @@ public final class GatewayServer: Service, Sendable {
         mqttLoop: MosquittoEventLoop = .shared,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> GatewayServer {
-        let context = GatewayContext(configuration: configuration, broker: broker, mqttLoop: mqttLoop, logger: logger)
+        if configuration.archive.store == .sqlite && configuration.statsInterval > 0 {
+            let others = await SharedBrokerCheck.otherGateways(
+                broker: broker, topics: configuration.topics, gatewayID: configuration.gatewayID, statsInterval: configuration.statsInterval,
+                loop: mqttLoop, logger: logger)
+            if let others, !others.isEmpty {
+                throw GatewayError.archiveNotShared(
+                    "another gateway uses this broker (\(others.joined(separator: ", "))), and this one's message archive is a SQLite file "
+                        + "of its own: a device moving between them would miss what the other stored. Give every gateway the same "
+                        + "PostgreSQL archive (archive.url), or set archive.store to none")
+            }
+        }
+        let archive = try await GatewayArchive.open(configuration.archive, logger: logger)
+        do {
+            return try await bind(configuration: configuration, broker: broker, logger: logger, archive: archive, mqttLoop: mqttLoop, group: group)
+        } catch {
+            await archive?.store.close()
+            throw error
+        }
+    }
+
+    private static func bind(
+        configuration: GatewayConfiguration, broker: BrokerEndpoint, logger: Logger, archive: MessageArchive?,
+        mqttLoop: MosquittoEventLoop, group: any EventLoopGroup
+    ) async throws -> GatewayServer {
+        let context = GatewayContext(configuration: configuration, broker: broker, mqttLoop: mqttLoop, logger: logger, archive: archive)
         let limits = configuration.limits
         let tls = try configuration.listen.tls.map { try Self.tlsContext($0) }
         let quiesce = ServerQuiescingHelper(group: group)
@@ -121,9 +149,10 @@ public final class GatewayServer: Service, Sendable {
 
     /// Accepts and serves connections until the listener is closed or graceful shutdown
     /// (``shutdown()``), then waits for the last connection to finish. Its helpers (the stats
-    /// topic, the location share directory, the HTTP endpoints) run as child tasks and have
-    /// ended when it returns (the offline-push webhook, too). Throws when an HTTP endpoint cannot
-    /// listen, before "listening".
+    /// topic, the location share directory, the HTTP endpoints, the message archive's writer)
+    /// run as child tasks and have ended when it returns (the offline-push webhook, too; the
+    /// archive commits what the last connections left, then closes). Throws when an HTTP
+    /// endpoint cannot listen, before "listening".
     public func run() async throws {
         let context = self.context
         let endpoints = [metrics, api].compactMap { $0 }
@@ -131,6 +160,7 @@ public final class GatewayServer: Service, Sendable {
         let push = context.push
         try await withGracefulShutdownHandler {
             try await withThrowingTaskGroup(of: Void.self) { group in
+                if let archive = context.archive { group.addTask { await archive.run() } }
                 group.addTask { await control.run() }
                 if let push { group.addTask { await push.run() } }
                 for endpoint in endpoints {

@@ -44,11 +44,13 @@ extension OutgoingPublish {
     /// `chat` from `sender` into an inbox (`copy` says whose), as a gateway writes it
     /// (tagged). `sentByAPI` marks it for the recipient's gateway
     /// (``MessageAuthenticator/sentByAPI``).
+    /// `stored`: the copy's place in the archive (its offset in the inbox user's stream, and
+    /// the archive's epoch), which the recipient's gateway uses to deliver it once.
     static func chat(
         _ chat: ChatSend, from sender: String, serverTime: UInt64, topics: GatewayTopics, authenticator: MessageAuthenticator,
-        sentByAPI: Bool = false, copy: ChatCopy = .recipient
+        sentByAPI: Bool = false, copy: ChatCopy = .recipient, stored: (offset: UInt64, epoch: UInt64)? = nil
     ) -> OutgoingPublish {
-        let payload: ChatPayload
+        var payload: ChatPayload
         let topic: String
         switch copy {
         case .recipient:
@@ -60,6 +62,10 @@ extension OutgoingPublish {
         case .carbon:
             payload = ChatPayload(send: chat, from: sender, serverTime: serverTime, to: chat.isGroup ? sender : chat.to, carbon: true)
             topic = topics.inbox(user: sender)
+        }
+        if let stored {
+            payload.offset = stored.offset
+            payload.epoch = stored.epoch
         }
         let bytes = PayloadCodec.encode(payload)
         var tag = authenticator.tag(topic: topic, payload: bytes)

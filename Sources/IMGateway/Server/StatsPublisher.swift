@@ -49,10 +49,24 @@ struct StatsPublisher: Sendable {
         configuration.keepalive = 60
         let client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
         let topic = context.topics.stats(gatewayID: context.gatewayID)
-        // Another process publishing as this gateway: said once per process.
+        // With a SQLite archive, every gateway's stats: one that appears after this one started
+        // shares the broker, which a SQLite archive cannot (SharedBrokerCheck).
+        let soloArchive = context.configuration.archive.store == .sqlite
+        let filter = soloArchive ? context.topics.stats(gatewayID: "+") : topic
+        // Another process publishing as this gateway, or another gateway: said once each.
         let consumer = Task { [context] in
             var told: Set<String> = []
             for await message in client.messages {
+                if message.topic != topic {
+                    guard let payload = try? PayloadCodec.decode(StatsPayload.self, from: message.payload),
+                          !SharedBrokerCheck.live([payload], besides: context.gatewayID, now: unixMilliseconds(), statsInterval: interval).isEmpty,
+                          told.count < 16, told.insert("gateway " + payload.gateway).inserted
+                    else { continue }
+                    context.logger.error(
+                        "another gateway uses this broker while this one's message archive is a SQLite file of its own: devices moving between them miss messages; give every gateway the same PostgreSQL archive (archive.url)",
+                        metadata: ["other-gateway": "\(payload.gateway)"])
+                    continue
+                }
                 guard let other = Self.otherInstance(in: message, besides: instance), told.count < 16, told.insert(other).inserted else { continue }
                 context.logger.warning(
                     "another imgw publishes its stats as this gateway: give each gateway its own gateway_id",
@@ -65,7 +79,7 @@ struct StatsPublisher: Sendable {
             do {
                 if await client.state != .connected {
                     try await client.connect()
-                    _ = try await client.subscribe(topic, qos: .atMostOnce)
+                    _ = try await client.subscribe(filter, qos: .atMostOnce)
                 }
                 backoff = 1
                 try await client.publish(
@@ -79,6 +93,11 @@ struct StatsPublisher: Sendable {
                 try? await Task.sleep(for: .seconds(backoff))
                 backoff = min(backoff * 2, 30)
             }
+        }
+        // A gateway that stops cleanly takes its snapshot away: it no longer uses the broker
+        // (SharedBrokerCheck looks for live ones).
+        if await client.state == .connected {
+            try? await client.publish(topic: topic, payload: [], qos: .atMostOnce, retain: true)
         }
         try? await client.disconnect()
         await client.close()

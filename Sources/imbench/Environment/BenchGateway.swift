@@ -72,6 +72,11 @@ final class BenchGateway: Sendable {
                     + "(swift build -c release --product imgw) or pass --imgw PATH")
         }
         let port = HostPort.freeLoopbackPort()
+        // The message archive in the run's directory, unless the run configures another.
+        var extraLines = extraLines
+        if !extraLines.contains(where: { $0.hasPrefix("archive:") }) {
+            extraLines.append("archive: {path: \(yaml(directory.appendingPathComponent("archive-\(port).sqlite").path))}")
+        }
         let text = configuration(broker: broker, listen: port, secret: secret, extraLines: extraLines)
         do {
             try GatewayConfiguration.parse(yaml: text).validate()

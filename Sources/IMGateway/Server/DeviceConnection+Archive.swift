@@ -1,0 +1,407 @@
+import IMArchive
+import IMWire
+import Logging
+import Mosquitto
+import NIOCore
+
+/// The connection's side of the message archive (docs/PROTOCOL.md 6.14), from LOGIN_OK:
+/// chats on their way into the archive, where the device is in its stream (``StreamSync``),
+/// what the broker delivered while the device was being caught up, SYNC requests waiting for
+/// the catch-up under way.
+struct ArchiveLink {
+    /// Where the device is; `nil` until the archive could be read (at login, or later):
+    /// meanwhile live messages are delivered as they come.
+    var sync: StreamSync?
+    /// The position the device gave at LOGIN, for a start decided after LOGIN_OK.
+    var asked: StreamPosition?
+    /// Messages from the broker held while catching up (at most the broker's receive maximum:
+    /// none of them is acknowledged to it until then).
+    var held: [(MosquittoMessage, GatewayTopics.Kind?)] = []
+    /// SYNC requests answered once the catch-up under way is done: their frames' headers, and
+    /// the status and end the ACK says.
+    var syncs: [(header: IMFrameHeader, status: IMSyncStatus, through: UInt64)] = []
+    /// SYNC ACKs due once every chat delivery queued before them is written: the device takes an
+    /// ACK as "everything up to its STREAM_OFFSET came before this".
+    var syncAcks: [(ack: Ack, sessionID: UInt16)] = []
+    /// Chats accepted in this read burst, for the archive.
+    var toStore: [ConnectionMailbox.StoringChat] = []
+    /// Chats given to the archive, not back yet.
+    var storing = 0
+    /// Armed while a gap is open or a failed catch-up waits to be tried again.
+    var timer: Scheduled<Void>?
+    /// A catch-up (or the start) that could not read the archive is tried again.
+    var retryCatchUp = false
+    /// Entries of the archive that could not be read (logged once per connection).
+    var unreadable = 0
+}
+
+extension DeviceConnection {
+    /// How long a catch-up whose read failed waits before trying again.
+    static let catchUpRetry: TimeAmount = .seconds(2)
+
+    // MARK: Chats into the archive
+
+    /// Hands the chats this burst accepted to the archive, in order; each outcome comes back
+    /// as mail (``stored(_:_:)``).
+    func storeChats() {
+        guard let archive = gateway.archive, let session, let mailbox, var link = archiveLink, !link.toStore.isEmpty else { return }
+        let chats = link.toStore
+        link.toStore = []
+        link.storing += chats.count
+        archiveLink = link
+        let user = session.user
+        let device = session.device
+        for storing in chats {
+            archive.append(Self.archiveMessage(storing, user: user, device: device)) { result in
+                mailbox.post(.stored(storing, result))
+            }
+        }
+    }
+
+    /// What the archive stores of a one-to-one chat: the recipient's copy and the sender's own.
+    static func archiveMessage(_ storing: ConnectionMailbox.StoringChat, user: String, device: String) -> ArchiveMessage {
+        let chat = storing.chat
+        return ArchiveMessage(
+            sender: user, messageID: chat.messageID, fingerprint: storing.ticket.fingerprint.rawValue, serverTime: storing.ticket.serverTime,
+            body: PayloadCodec.encode(ChatPayload.archived(send: chat, from: user, serverTime: storing.ticket.serverTime)),
+            copies: [ArchiveMessage.Copy(stream: chat.to), ArchiveMessage.Copy(stream: user, origin: device)])
+    }
+
+    /// The archive has (or refused) a chat: publish it with its offsets, then ACK
+    /// (``settle``); a resend stored before is published again with the offsets it has (the
+    /// recipients' gateways deliver it once); an id reused, or a store that failed, is refused.
+    func stored(_ storing: ConnectionMailbox.StoringChat, _ result: Result<AppendOutcome, ArchiveError>, timestamp: UInt32) {
+        guard let session, var link = archiveLink, let epoch = gateway.archive?.epoch.rawValue else { return }
+        link.storing -= 1
+        defer { archiveLink = link }
+        let chat = storing.chat
+        var ticket = storing.ticket
+        let user = session.user
+        let reply = { (ack: Ack) in self.write(ack.frame(timestamp: timestamp, sessionID: ticket.sessionID)) }
+        let recipient: UInt64?
+        switch result {
+        case .success(.stored(let offsets)):
+            recipient = offsets.first
+            ticket.streamOffset = offsets.last
+        case .success(.duplicate(let copies, let serverTime)):
+            recipient = copies.first { $0.stream == chat.to && $0.origin == nil }?.offset
+            ticket.streamOffset = copies.first { $0.stream == user && $0.origin != nil }?.offset
+            ticket.serverTime = serverTime
+            // Its push went out the first time.
+            ticket.push = nil
+        case .success(.reused):
+            logger.notice("message id reused for another message: refused", metadata: ["message-id": "\(chat.messageID)", "to": "\(chat.to)"])
+            reply(Ack.refusing(sequence: ticket.sequence, code: .messageIDReused,
+                message: "message id \(chat.messageID) was already used for another message"))
+            return
+        case .failure(let error):
+            let retry = error.retryAfter ?? 1_000
+            let now = channelContext.map { Double($0.eventLoop.now.uptimeNanoseconds) / 1e9 } ?? 0
+            chatLimit.hold(messageID: chat.messageID, retryAfterMilliseconds: retry, now: now)
+            reply(Ack.storeUnavailable(sequence: ticket.sequence, retryAfter: retry, message: error.message))
+            return
+        }
+        // The sender's own copy is done for this device (and, for a chat to itself, the other).
+        if let own = ticket.streamOffset { link.sync?.skipped(own) }
+        if chat.to == user, let recipient { link.sync?.skipped(recipient) }
+        let serverTime = ticket.serverTime
+        chatsToStart.append(ChatStart(
+            publish: session.chatPublish(chat, serverTime: serverTime, stored: recipient.map { ($0, epoch) }),
+            ticket: ticket,
+            carbon: ownDevices.isEmpty ? nil : session.chatPublish(chat, serverTime: serverTime, copy: .carbon, stored: ticket.streamOffset.map { ($0, epoch) })))
+    }
+
+    // MARK: Catching up
+
+    /// Starts the connection's archive side at LOGIN_OK: the device is where the login decided
+    /// (``SyncStart``), and what the stream held up to its end then is caught up first. When
+    /// the login could not read the archive, live messages flow and the start is tried again.
+    func openArchiveLink(_ start: LoginSync?, asked: StreamPosition?) {
+        guard let archive = gateway.archive, let session else { return }
+        var link = ArchiveLink(asked: asked)
+        if let start, let last = start.last {
+            // A device the archive had no position for gets this one saved.
+            var sync = StreamSync(
+                epoch: archive.epoch.rawValue, device: session.device, wantsCarbons: wantsCarbons, position: start.position,
+                saved: start.saved)
+            let read = sync.catchUp(through: last)
+            link.sync = sync
+            archiveLink = link
+            if let read { readArchive(read) }
+            savePosition()
+        } else {
+            link.retryCatchUp = true
+            archiveLink = link
+            armArchiveTimer(after: Self.catchUpRetry)
+        }
+    }
+
+    /// Reads `read` from the archive off the event loop; the page comes back to ``pageArrived(_:for:)``.
+    func readArchive(_ read: StreamSync.Read) {
+        guard let archive = gateway.archive, let session, let loop = channelContext?.eventLoop else { return }
+        let stream = session.user
+        let connection = NIOLoopBound(self, eventLoop: loop)
+        Task {
+            let result: Result<[StoredEntry], ArchiveError>
+            do throws(ArchiveError) {
+                result = .success(try await archive.read(stream: stream, after: read.after, through: read.through, limit: read.limit))
+            } catch {
+                result = .failure(error)
+            }
+            loop.execute { connection.value.pageArrived(result, for: read) }
+        }
+    }
+
+    /// A page of the archive, back on the event loop: its entries become DELIVERY frames
+    /// (ARCHIVED) unless the device has them; then the next page, or the end of the catch-up.
+    func pageArrived(_ result: Result<[StoredEntry], ArchiveError>, for read: StreamSync.Read) {
+        guard machine.isLoggedIn, var link = archiveLink, var sync = link.sync, let session else { return }
+        switch result {
+        case .failure(let error):
+            logger.warning("cannot catch the device up from the archive; trying again", metadata: ["error": "\(error)"])
+            sync.readFailed()
+            if !read.isRepair { link.retryCatchUp = true }
+            // The SYNCs waiting for this catch-up are refused: the device may send them again.
+            for pending in link.syncs {
+                reply(Ack.storeUnavailable(sequence: pending.header.sequence, retryAfter: error.retryAfter ?? 1_000, message: error.message),
+                      to: pending.header)
+            }
+            link.syncs = []
+            link.sync = sync
+            archiveLink = link
+            armArchiveTimer(after: Self.catchUpRetry)
+        case .success(let entries):
+            let decisions = sync.pageRead(entries.map { StreamSync.PageEntry(offset: $0.offset, origin: $0.origin) }, for: read)
+            for (entry, decision) in zip(entries, decisions) where decision == .deliver {
+                guard let delivery = Self.replay(entry, to: session.user) else {
+                    link.unreadable += 1
+                    if link.unreadable == 1 {
+                        logger.warning("skipping an unreadable message of the archive", metadata: ["offset": "\(entry.offset)", "sender": "\(entry.sender)"])
+                    }
+                    sync.skipped(entry.offset)
+                    continue
+                }
+                downlink.enqueue(
+                    DownlinkEntry(
+                        message: .delivery(delivery), deliveryID: nil,
+                        origin: entry.origin == nil ? PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID) : nil,
+                        offset: entry.offset),
+                    class: .chat)
+                gateway.statistics.messagesOut.add(1, ordering: .relaxed)
+                gateway.statistics.caughtUp.add(1, ordering: .relaxed)
+            }
+            link.sync = sync
+            archiveLink = link
+        }
+        continueCatchUp()
+        writeDownlink()
+        startUplink()
+        flushIfNeeded()
+    }
+
+    /// The DELIVERY of a stored entry for `user`'s device, or `nil` if it cannot be read.
+    static func replay(_ entry: StoredEntry, to user: String) -> ChatDelivery? {
+        guard let stored = try? PayloadCodec.decode(ChatPayload.self, from: entry.body),
+              var delivery = try? stored.copy(for: user, own: entry.origin != nil).delivery()
+        else { return nil }
+        delivery.streamOffset = entry.offset
+        delivery.archived = true
+        return delivery
+    }
+
+    /// Reads the next page if one is due; once the catch-up is done, the messages the broker
+    /// delivered meanwhile and the SYNC requests waiting for it are seen to.
+    func continueCatchUp() {
+        guard var link = archiveLink, var sync = link.sync else { return }
+        let read = sync.nextRead()
+        link.sync = sync
+        archiveLink = link
+        if let read {
+            readArchive(read)
+            return
+        }
+        guard sync.isLive else { return }
+        let held = link.held
+        let syncs = link.syncs
+        archiveLink?.held = []
+        archiveLink?.syncs = []
+        for (message, kind) in held { receive(message, kind) }
+        // After the deliveries queued so far (writeSyncAcks()).
+        archiveLink?.syncAcks += syncs.map { pending in
+            (Ack(sequence: pending.header.sequence, streamOffset: pending.through, streamEpoch: sync.epoch, syncStatus: pending.status),
+             pending.header.sessionID)
+        }
+        if sync.hasGap { armArchiveTimer(after: StreamSync.gapRepairDelay) }
+        writeSyncAcks()
+    }
+
+    /// Writes the SYNC ACKs that are due once no chat delivery waits in the downlink queue
+    /// (those queued before an ACK are written before it).
+    func writeSyncAcks() {
+        guard let acks = archiveLink?.syncAcks, !acks.isEmpty, downlink.count(of: .chat) == 0 else { return }
+        archiveLink?.syncAcks = []
+        let timestamp = unixSeconds()
+        for (ack, sessionID) in acks { write(ack.frame(timestamp: timestamp, sessionID: sessionID)) }
+    }
+
+    /// A chat message from the broker with `offset` in the user's stream: whether to deliver
+    /// it, drop it as a duplicate (acknowledged to the broker), or hold it until the catch-up
+    /// is done.
+    func liveDecision(_ message: MosquittoMessage, _ kind: GatewayTopics.Kind?, offset: UInt64) -> StreamSync.LiveDecision {
+        guard var link = archiveLink, var sync = link.sync else { return .deliver }
+        let decision = sync.live(offset)
+        if decision == .hold { link.held.append((message, kind)) }
+        link.sync = sync
+        archiveLink = link
+        if decision == .deliver && sync.hasGap { armArchiveTimer(after: StreamSync.gapRepairDelay) }
+        return decision
+    }
+
+    /// The device ACKed (or the gateway dropped) the delivery at `offset`.
+    func archiveDone(_ offset: UInt64) {
+        guard archiveLink?.sync != nil else { return }
+        archiveLink?.sync?.skipped(offset)
+        continueCatchUp()
+    }
+
+    /// Hands the device's position to the archive when it moved (it is saved with the next
+    /// commit).
+    func savePosition() {
+        guard let archive = gateway.archive, let session, let position = archiveLink?.sync?.positionToSave() else { return }
+        archive.savePosition(DevicePosition(user: session.user, device: session.device, offset: position))
+    }
+
+    // MARK: The timer: gaps, and a catch-up tried again
+
+    func armArchiveTimer(after delay: TimeAmount) {
+        guard let loop = channelContext?.eventLoop, archiveLink != nil, archiveLink?.timer == nil else { return }
+        let connection = NIOLoopBound(self, eventLoop: loop)
+        archiveLink?.timer = loop.scheduleTask(in: delay) { connection.value.archiveTimerFired() }
+    }
+
+    private func archiveTimerFired() {
+        guard machine.isLoggedIn, let link = archiveLink, let context = channelContext else { return }
+        archiveLink?.timer = nil
+        if link.retryCatchUp {
+            archiveLink?.retryCatchUp = false
+            startCatchUp(from: link.sync == nil ? link.asked : nil, answering: nil)
+            return
+        }
+        guard var sync = link.sync else { return }
+        let read = sync.checkGap(now: context.eventLoop.now)
+        archiveLink?.sync = sync
+        if let read {
+            logger.info("reading a gap of the stream from the archive", metadata: ["after": "\(read.after)", "through": "\(read.through)"])
+            readArchive(read)
+        } else if sync.hasGap {
+            armArchiveTimer(after: StreamSync.gapRepairDelay)
+        }
+    }
+
+    // MARK: SYNC (PROTOCOL.md 6.14)
+
+    /// SYNC: what the stream holds now is read, and everything after the position (the
+    /// device's, if it gave one of this epoch and not past the end) that this connection has
+    /// not given it is delivered; then the ACK.
+    func requestSync(_ request: Sync, _ header: IMFrameHeader) {
+        guard gateway.archive != nil, archiveLink != nil else {
+            reply(Ack.refusing(sequence: header.sequence, code: .unknownOperation, message: "this gateway keeps no message archive"), to: header)
+            return
+        }
+        startCatchUp(from: request.position, answering: header)
+    }
+
+    /// Reads the stream's end (and, before the start is known, the device's saved position),
+    /// then catches up from `asked` (or the position) to it; answers the SYNC with `header`,
+    /// if any, once done.
+    func startCatchUp(from asked: StreamPosition?, answering header: IMFrameHeader?) {
+        guard let archive = gateway.archive, let session, let loop = channelContext?.eventLoop else { return }
+        let (user, device) = (session.user, session.device)
+        let needsStart = archiveLink?.sync == nil
+        let connection = NIOLoopBound(self, eventLoop: loop)
+        Task {
+            let found: Result<(StreamBounds, UInt64?), ArchiveError>
+            do throws(ArchiveError) {
+                let stored = needsStart ? try await archive.position(user: user, device: device) : nil
+                found = .success((try await archive.bounds(of: user), stored))
+            } catch {
+                found = .failure(error)
+            }
+            loop.execute { connection.value.boundsArrived(found, asked: asked, answering: header) }
+        }
+    }
+
+    private func boundsArrived(_ found: Result<(StreamBounds, UInt64?), ArchiveError>, asked: StreamPosition?, answering header: IMFrameHeader?) {
+        guard machine.isLoggedIn, var link = archiveLink, let archive = gateway.archive, let session else { return }
+        let bounds: StreamBounds
+        let stored: UInt64?
+        switch found {
+        case .failure(let error):
+            if let header {
+                reply(Ack.storeUnavailable(sequence: header.sequence, retryAfter: error.retryAfter ?? 1_000, message: error.message), to: header)
+            } else {
+                logger.warning("cannot read the archive to catch the device up; trying again", metadata: ["error": "\(error)"])
+                link.retryCatchUp = true
+                archiveLink = link
+                armArchiveTimer(after: Self.catchUpRetry)
+            }
+            flushIfNeeded()
+            return
+        case .success(let value):
+            (bounds, stored) = value
+        }
+        let epoch = archive.epoch.rawValue
+        var status = IMSyncStatus.continued
+        var read: StreamSync.Read?
+        if var sync = link.sync {
+            var from: UInt64?
+            if let asked {
+                if asked.epoch != epoch {
+                    status = .epochChanged
+                } else if asked.offset > bounds.last {
+                    status = .refused
+                } else {
+                    from = asked.offset
+                }
+            }
+            if status == .continued && (from ?? sync.position) + 1 < bounds.first { status = .expired }
+            read = sync.catchUp(from: from, through: bounds.last)
+            link.sync = sync
+        } else {
+            // The start the login could not decide.
+            let start = SyncStart.decide(asked: asked, stored: stored, first: bounds.first, last: bounds.last, epoch: epoch)
+            status = start.status
+            var sync = StreamSync(
+                epoch: epoch, device: session.device, wantsCarbons: wantsCarbons, position: start.position, saved: stored)
+            read = sync.catchUp(through: bounds.last)
+            link.sync = sync
+            logger.info("catching the device up from the archive", metadata: ["position": "\(start.position)", "status": "\(start.status)"])
+        }
+        if let header { link.syncs.append((header, status, bounds.last)) }
+        archiveLink = link
+        savePosition()
+        if let read { readArchive(read) } else { continueCatchUp() }
+        writeDownlink()
+        flushIfNeeded()
+    }
+
+    /// Ends the archive side with the session: the timer stops, the position is saved.
+    func closeArchiveLink() {
+        archiveLink?.timer?.cancel()
+        archiveLink?.timer = nil
+        savePosition()
+    }
+}
+
+/// Where a login's catch-up starts, decided in the login task (``SyncStart``).
+struct LoginSync: Sendable {
+    /// The device is here.
+    var position: UInt64
+    /// How it was decided.
+    var status: IMSyncStatus
+    /// The stream's end at login; `nil` when the archive could not be read (the catch-up is
+    /// tried again once live).
+    var last: UInt64?
+    /// The position the archive had for the device.
+    var saved: UInt64?
+}

@@ -1,0 +1,29 @@
+import IMArchive
+import Logging
+
+/// Opens the message archive the configuration names (`archive`).
+enum GatewayArchive {
+    /// The archive of `settings`, opened (its file created, or its tables), or `nil` for
+    /// `store: none`. Throws ``GatewayError/archiveFailed(_:)`` saying why it cannot be used.
+    static func open(_ settings: GatewayConfiguration.ArchiveSettings, logger: Logger) async throws(GatewayError) -> MessageArchive? {
+        let store: any ArchiveStore
+        do throws(ArchiveError) {
+            switch settings.store {
+            case .none:
+                return nil
+            case .sqlite:
+                store = try SQLiteArchiveStore.open(path: settings.path, synchronous: settings.sync)
+            case .postgres:
+                guard let url = settings.url else { throw ArchiveError(.misconfigured, "archive.url is not set") }
+                store = try await PostgresArchiveStore.open(url: url, maxConnections: settings.maxConnections, logger: logger)
+            }
+        } catch {
+            throw .archiveFailed("\(error)")
+        }
+        var metadata: Logger.Metadata = ["archive": "\(store.description)", "epoch": "\(store.epoch)"]
+        if settings.store == .sqlite { metadata["sync"] = "\(settings.sync.rawValue)" }
+        metadata["retention"] = "\(settings.retention > 0 ? "\(settings.retention / 86_400) d" : "for ever")"
+        logger.info("message archive open", metadata: metadata)
+        return MessageArchive(store: store, settings: settings.archiveSettings, logger: logger)
+    }
+}
