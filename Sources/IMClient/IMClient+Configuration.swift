@@ -80,6 +80,15 @@ extension IMClient {
         /// comes first, retried after 1 s, 2 s ... 32 s (``TokenRefreshSchedule``). Used only
         /// with a ``tokenProvider``.
         public var tokenRefresh: TokenRefreshSchedule.Configuration
+        /// Where the device was in its stream of stored messages when the app last ran
+        /// (``IMClient/syncPosition``, kept by the app), or `nil` (default): the gateway uses
+        /// the position it kept for the device. Sent in LOGIN, so that a gateway with an
+        /// archive catches the device up from there (PROTOCOL.md 6.14).
+        public var syncPosition: StreamPosition?
+        /// Whether the client asks the gateway after each login for the end of its catch-up
+        /// (a SYNC, answered by ``IMClient/Event/synced(_:)``). Default `true`; the messages
+        /// come either way.
+        public var syncOnLogin: Bool
 
         /// A configuration for `token`, with the defaults for everything else.
         public init(
@@ -103,8 +112,12 @@ extension IMClient {
             receiptNotices: Bool = true,
             carbons: Bool = true,
             tokenProvider: (@Sendable () async throws -> String)? = nil,
-            tokenRefresh: TokenRefreshSchedule.Configuration = .init()
+            tokenRefresh: TokenRefreshSchedule.Configuration = .init(),
+            syncPosition: StreamPosition? = nil,
+            syncOnLogin: Bool = true
         ) {
+            self.syncPosition = syncPosition
+            self.syncOnLogin = syncOnLogin
             self.host = host
             self.port = port
             self.token = token
@@ -155,6 +168,9 @@ extension IMClient {
         /// was queued for the device before this login (if anything) is gone, and the app may
         /// fetch its history from its server. `nil` when the gateway does not say.
         public var resumed: Bool? = nil
+        /// From a gateway with a message archive: how it took this device's position in its
+        /// stream (what the broker lost is caught up from the archive); `nil` without one.
+        public var syncStatus: IMSyncStatus? = nil
     }
 
     /// Where the connection is (the ``ConnectionStateMachine`` state, seed 000).

@@ -177,7 +177,8 @@ extension IMClient {
         // RECEIPT_NOTICES only to turn them off: absent means on.
         let login = LoginRequest(token: newestToken, deviceID: configuration.deviceID,
                                  receiptNotices: configuration.receiptNotices ? nil : false,
-                                 carbons: configuration.carbons ? nil : false)
+                                 carbons: configuration.carbons ? nil : false,
+                                 position: router.cursor.position)
         write(IMMessage.login(login).frame(sequence: nextSequence(), timestamp: Self.unixSeconds(), sessionID: Self.sessionID), on: connection)
     }
 

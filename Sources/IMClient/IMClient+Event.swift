@@ -32,6 +32,9 @@ extension IMClient {
         /// Logged in again after ``reconnecting(_:)``: watches and subscriptions are restored,
         /// unacknowledged messages are being sent again.
         case reconnected(Session)
+        /// A gateway with a message archive caught this device up (after each login, and
+        /// ``IMClient/sync()``): every stored message it had missed came before this event.
+        case synced(SyncResult)
         /// The client ended without ``IMClient/close()`` or ``IMClient/logout()`` (a kick, a
         /// refused login, or a lost connection with ``Configuration/reconnect`` off): the
         /// last event; the stream finishes after it.
@@ -127,6 +130,11 @@ extension IMClient {
         public var serverTime: UInt64
         /// Set when the gateway may have delivered it before (to this device's session).
         public var resend: Bool
+        /// Its place in this user's stream of stored messages, from a gateway with an archive.
+        public var streamOffset: UInt64?
+        /// Whether it came from the archive: the device had missed it (the broker lost it, or
+        /// the device was away longer than its session).
+        public var isArchived: Bool
 
         /// The text, for text content.
         public var text: String? { content.text }
@@ -134,8 +142,10 @@ extension IMClient {
         /// Creates a message.
         public init(
             from: String, messageID: String, content: IMContent, serverTime: UInt64, resend: Bool = false,
-            group: String? = nil, to: String? = nil, isCarbon: Bool = false
+            group: String? = nil, to: String? = nil, isCarbon: Bool = false, streamOffset: UInt64? = nil, isArchived: Bool = false
         ) {
+            self.streamOffset = streamOffset
+            self.isArchived = isArchived
             self.from = from
             self.group = group
             self.to = to
@@ -187,11 +197,31 @@ extension IMClient {
         }
     }
 
+    /// How a catch-up from the gateway's archive went (``Event/synced(_:)``, ``IMClient/sync()``).
+    public struct SyncResult: Sendable, Hashable {
+        /// Where the device is now: everything of its stream up to here came.
+        public var position: StreamPosition
+        /// How the gateway took the device's position.
+        public var status: IMSyncStatus
+        /// Messages from the archive surfaced since the catch-up started.
+        public var replayed: Int
+
+        /// Creates a result.
+        public init(position: StreamPosition, status: IMSyncStatus, replayed: Int) {
+            self.position = position
+            self.status = status
+            self.replayed = replayed
+        }
+    }
+
     /// What the gateway answered to a chat message it accepted.
     public struct SendReceipt: Sendable, Hashable {
         /// The message's id.
         public var messageID: String
         /// When the gateway accepted it, Unix milliseconds (the recipients see the same).
         public var serverTime: UInt64?
+        /// With a message archive: where it was stored in this user's own stream (the copy
+        /// the user's other devices get).
+        public var streamOffset: UInt64? = nil
     }
 }

@@ -254,7 +254,8 @@ extension IMClient {
         let now = clock.now
         heartbeat?.ackReceived(sequence: ack.sequence, at: now)
         guard let entry = outbox.acknowledge(sequence: ack.sequence) else { return }
-        if ack.error == .rateLimited, entry.priority == .chat {
+        if ack.error == nil { acknowledged(entry, ack) }
+        if ack.error == .rateLimited || ack.error == .storeUnavailable, entry.priority == .chat {
             // Chat faster than the gateway's limit: this one goes back to its place, and no
             // chat is written until the gateway's RETRY_AFTER has passed; it refuses every
             // chat until then, so those in flight behind this one come back too, and all go
@@ -284,6 +285,50 @@ extension IMClient {
             early[entry.id] = outcome
         }
         pump()
+    }
+
+    /// What a positive ACK tells of the stream: where this device's own chat was stored, or
+    /// how far a SYNC caught it up.
+    private func acknowledged(_ entry: OutboxEntry, _ ack: Ack) {
+        switch entry.message {
+        case .chat:
+            if let offset = ack.streamOffset { _ = router.cursor.received(offset) }
+        case .sync:
+            guard let offset = ack.streamOffset, let epoch = ack.streamEpoch else { return }
+            router.cursor.caughtUp(through: offset, epoch: epoch)
+            let result = SyncResult(position: StreamPosition(epoch: epoch, offset: router.cursor.offset),
+                                    status: ack.syncStatus ?? .continued, replayed: router.replayed)
+            router.replayed = 0
+            lastSync = result
+            eventSink.yield(.synced(result))
+        default:
+            break
+        }
+    }
+
+    /// Asks the gateway to catch this device up now, from its position, without waiting
+    /// (``Event/synced(_:)`` says when it is done).
+    func startSync() {
+        router.replayed = 0
+        // Nobody waits for this one: its outcome is dropped (the event tells it).
+        if let id = try? enqueue(.sync(Sync(position: router.cursor.position)), priority: .chat, durable: false, timeout: nil) {
+            unclaimed.remove(id)
+        }
+    }
+
+    /// Asks a gateway with a message archive to deliver every stored message this device
+    /// has not had (seed 003's "redundant sync": call it when the app comes to the
+    /// foreground); returns once they have all come (before the return, as
+    /// ``Event/message(_:)`` events with ``Message/isArchived``), with where the device is now.
+    ///
+    /// - Throws: ``IMClientError/refused(_:_:)`` with STORE_UNAVAILABLE (try later) or
+    ///   UNKNOWN_OPERATION (the gateway keeps no archive); ``IMClientError/disconnected``.
+    public func sync() async throws(IMClientError) -> SyncResult {
+        router.replayed = 0
+        lastSync = nil
+        _ = try await request(.sync(Sync(position: router.cursor.position)), priority: .chat, durable: false, timeout: nil)
+        guard let lastSync else { throw .refused(.badRequest, "the gateway's SYNC ACK carries no STREAM_EPOCH or STREAM_OFFSET") }
+        return lastSync
     }
 
     /// After a reconnect: watches, subscriptions and the location share again (nobody

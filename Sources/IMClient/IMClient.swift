@@ -71,6 +71,11 @@ public actor IMClient {
     /// one the gateway accepted in a refresh (or the provider gave for a LOGIN).
     public var currentToken: String { newestToken }
 
+    /// Where this device is in its stream of stored messages, on a gateway with an archive
+    /// (`nil` before one said so): an app keeps it (with the messages it stored) and gives it
+    /// back as ``Configuration/syncPosition`` when it starts again.
+    public var syncPosition: StreamPosition? { router.cursor.position }
+
     /// The session id this client puts in its frames (any value is valid).
     static let sessionID: UInt16 = 1
 
@@ -122,6 +127,9 @@ public actor IMClient {
     private var timer: (deadline: ContinuousClock.Instant, id: Int, task: Task<Void, Never>)?
     private var timerIDs = 0
 
+    /// The last SYNC's outcome (``sync()`` returns it).
+    var lastSync: SyncResult?
+
     /// What is restored after a reconnect.
     var presenceWatches: Set<String> = []
     var locationWatches: Set<String> = []
@@ -160,7 +168,7 @@ public actor IMClient {
         self.configuration = configuration
         self.dialer = dialer
         (self.events, self.eventSink) = AsyncStream.makeStream(of: Event.self)
-        self.router = InboundRouter(dedupWindow: configuration.dedupWindow)
+        self.router = InboundRouter(dedupWindow: configuration.dedupWindow, position: configuration.syncPosition)
         self.outbox = Outbox(maxInFlight: max(1, configuration.maxInFlight), maxRetransmits: max(0, configuration.maxRetransmits))
         self.newestToken = configuration.token
         self.tokenSchedule = TokenRefreshSchedule(configuration: configuration.tokenRefresh)
@@ -287,7 +295,7 @@ public actor IMClient {
         let announced = ok.heartbeatInterval.flatMap { $0 > 0 ? Duration.seconds(Int($0)) : nil } ?? Configuration.defaultHeartbeatInterval
         let session = Session(
             userID: ok.userID, deviceID: ok.deviceID ?? configuration.deviceID, serverTime: ok.serverTime, heartbeatInterval: announced,
-            resumed: ok.sessionResumed)
+            resumed: ok.sessionResumed, syncStatus: ok.syncStatus)
         sessionBox.withLock { $0 = session }
         tokenSchedule.loggedIn(serverTime: ok.serverTime ?? Self.unixMilliseconds(), tokenExpiry: ok.tokenExpiry, now: clock.now)
         handle(.connectSucceeded)
@@ -308,6 +316,7 @@ public actor IMClient {
             eventSink.yield(.reconnected(session))
         }
         hasLoggedIn = true
+        if configuration.syncOnLogin, router.cursor.position != nil { startSync() }
         if let firstLogin {
             self.firstLogin = nil
             firstLogin.resume(returning: .success(session))

@@ -27,8 +27,18 @@ extension Output {
             var fields: [(String, JSONValue)] = [("type", "reconnected"), ("user", .string(session.userID))]
             if let device = session.deviceID { fields.append(("device", .string(device))) }
             if let resumed = session.resumed { fields.append(("resumed", .bool(resumed))) }
-            let lost = session.resumed == false ? " (a new session: what the broker held for this device is gone)" : ""
+            // With an archive, what the broker lost is caught up from it.
+            let lost = session.resumed == false && session.syncStatus == nil
+                ? " (a new session: what the broker held for this device is gone)" : ""
             notice(fields, "reconnected as \(Self.who(session.userID, session.deviceID))\(lost)")
+        case .synced(let result):
+            var fields: [(String, JSONValue)] = [
+                ("type", "synced"), ("replayed", .number(UInt64(result.replayed))), ("epoch", .number(result.position.epoch)),
+                ("offset", .number(result.position.offset)), ("status", .string(result.status.description)),
+            ]
+            if result.status != .continued { fields.append(("note", .string(Self.syncNote(result.status)))) }
+            let note = result.status == .continued ? "" : " (\(Self.syncNote(result.status)))"
+            notice(fields, "caught up: \(result.replayed) message\(result.replayed == 1 ? "" : "s") from the archive, at \(result.position.offset)\(note)")
         case .disconnected:
             notice([("type", "disconnected")], "the session ended; not reconnecting")
         }
@@ -38,7 +48,21 @@ extension Output {
     static func isNotice(_ event: IMClient.Event) -> Bool {
         switch event {
         case .kicked, .error, .reconnecting, .reconnected, .disconnected: true
+        // A catch-up is news when it brought something, or could not continue.
+        case .synced(let result): result.replayed > 0 || result.status != .continued
         case .message, .receipt, .presence, .location, .publication, .typing: false
+        }
+    }
+
+    /// What a SYNC_STATUS other than `continued` means for the user.
+    static func syncNote(_ status: IMSyncStatus) -> String {
+        switch status {
+        case .new: "a device the gateway did not know: from now on"
+        case .epochChanged: "the archive was replaced: what this device had is not in it"
+        case .expired: "some messages were older than the archive keeps"
+        case .refused: "the position given was past the stream's end"
+        case .unavailable: "the archive could not be read"
+        default: status.description
         }
     }
 
@@ -57,13 +81,15 @@ extension Output {
                 fields.append(("content_base64", .string(Data(message.content.value.readableBytesView).base64EncodedString())))
             }
             fields += [("server_time", .number(message.serverTime)), ("resend", .bool(message.resend))]
+            if let offset = message.streamOffset { fields.append(("offset", .number(offset))) }
+            if message.isArchived { fields.append(("caught_up", .bool(true))) }
             line(fields)
         } else {
             // "alice: hi", "alice in team: hi", "you (another device) to bob: hi".
             let conversation = message.group.map { " in \($0)" } ?? (message.isCarbon ? message.to.map { " to \($0)" } ?? "" : "")
             let who = (message.isCarbon ? "you (another device)" : message.from) + conversation
             let body = message.text ?? "[\(Self.contentName(message.content.tag)), \(message.content.value.readableBytes) bytes]"
-            line("\(who): \(body)")
+            line("\(who): \(body)\(message.isArchived ? " (caught up)" : "")")
         }
     }
 

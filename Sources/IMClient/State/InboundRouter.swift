@@ -24,11 +24,17 @@ struct InboundRouter: Sendable {
     private(set) var dedup: DeliveryDedup
     /// Publications seen, by topic and payload, to drop a redelivery flagged RESEND.
     private(set) var publications: DeliveryDedup
+    /// Where the device is in its stream of stored messages (a gateway with an archive).
+    var cursor: StreamCursor
+    /// Deliveries from the archive surfaced since the last SYNC was written.
+    var replayed = 0
 
-    /// A router remembering `dedupWindow` deliveries (and as many publications).
-    init(dedupWindow: Int = 4096) {
+    /// A router remembering `dedupWindow` deliveries (and as many publications), the device
+    /// at `position` in its stream.
+    init(dedupWindow: Int = 4096, position: StreamPosition? = nil) {
         self.dedup = DeliveryDedup(capacity: dedupWindow)
         self.publications = DeliveryDedup(capacity: dedupWindow)
+        self.cursor = StreamCursor(position: position)
     }
 
     /// A new connection: LOGIN_OK is awaited again. What was seen is remembered, so a
@@ -58,11 +64,15 @@ struct InboundRouter: Sendable {
             return [.settle(ack)]
         case .delivery(let delivery):
             let ack = Action.reply(frame.ack(timestamp: timestamp))
+            // Once per offset (live and from the archive), and once per sender and id.
+            if let offset = delivery.streamOffset, !cursor.received(offset) { return [ack] }
             guard dedup.firstSighting(sender: delivery.from, messageID: delivery.messageID) else { return [ack] }
+            if delivery.archived { replayed += 1 }
             let surfaced = IMClient.Message(
                 from: delivery.from, messageID: delivery.messageID, content: delivery.content,
                 serverTime: delivery.serverTime, resend: delivery.resend,
-                group: delivery.group, to: delivery.to, isCarbon: delivery.carbon)
+                group: delivery.group, to: delivery.to, isCarbon: delivery.carbon,
+                streamOffset: delivery.streamOffset, isArchived: delivery.archived)
             return [.emit(.message(surfaced)), ack]
         case .receiptNotice(let notice):
             let receipt = IMClient.Receipt(from: notice.from, messageID: notice.messageID, kind: notice.kind, serverTime: notice.serverTime)
@@ -97,6 +107,9 @@ struct InboundRouter: Sendable {
         switch message {
         case .loginOK(let ok):
             isLoggedIn = true
+            if let position = ok.position, let status = ok.syncStatus {
+                cursor.loggedIn(epoch: position.epoch, offset: position.offset, status: status)
+            }
             return [.loggedIn(ok)]
         case .error(let notice):
             return [.loginRefused(notice.code, notice.message)]
