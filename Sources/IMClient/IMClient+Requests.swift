@@ -27,7 +27,7 @@ extension IMClient {
     public func send(to user: String, content: IMContent, messageID: String = IMClient.makeMessageID()) async throws(IMClientError) -> SendReceipt {
         let chat = ChatSend(to: user, messageID: messageID, content: content)
         let ack = try await request(.chat(chat), priority: .chat, durable: true, timeout: configuration.sendTimeout)
-        return SendReceipt(messageID: ack.messageID ?? messageID, serverTime: ack.serverTime)
+        return SendReceipt(messageID: ack.messageID ?? messageID, serverTime: ack.serverTime, streamOffset: ack.streamOffset)
     }
 
     /// Sends a text message to every member of `group` (PROTOCOL.md 6.11), like
@@ -42,7 +42,7 @@ extension IMClient {
     public func send(toGroup group: String, content: IMContent, messageID: String = IMClient.makeMessageID()) async throws(IMClientError) -> SendReceipt {
         let chat = ChatSend(group: group, messageID: messageID, content: content)
         let ack = try await request(.chat(chat), priority: .chat, durable: true, timeout: configuration.sendTimeout)
-        return SendReceipt(messageID: ack.messageID ?? messageID, serverTime: ack.serverTime)
+        return SendReceipt(messageID: ack.messageID ?? messageID, serverTime: ack.serverTime, streamOffset: ack.streamOffset)
     }
 
     /// Tells `user` (or, with `group`, its other members) what this user is doing in the
@@ -233,7 +233,7 @@ extension IMClient {
         let id = try enqueue(.chat(ChatSend(to: user, messageID: messageID, content: content)), priority: .chat, durable: true, timeout: configuration.sendTimeout)
         return Task {
             let ack = try await self.outcome(of: id)
-            return SendReceipt(messageID: ack.messageID ?? messageID, serverTime: ack.serverTime)
+            return SendReceipt(messageID: ack.messageID ?? messageID, serverTime: ack.serverTime, streamOffset: ack.streamOffset)
         }
     }
 

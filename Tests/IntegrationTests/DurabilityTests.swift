@@ -1,4 +1,5 @@
 import Foundation
+import IMClient
 import IMGateway
 import IMWire
 import Testing
@@ -16,13 +17,33 @@ struct DurabilityTests {
 
     /// What kills what.
     enum Crash: String, CaseIterable, Sendable {
+        /// Nothing: the broker still has the device's queue, and the archive has it too.
+        case none
         /// kill -9 of the embedded broker; imgw starts another.
         case broker
         /// kill -9 of imgw and its broker together; a new imgw starts on the same data.
         case both
     }
 
-    @Test("200 chats ACKed to an offline device, then kill -9: its next plain LOGIN delivers all 200, in order, once", arguments: Crash.allCases)
+    /// Kills what `crash` says; returns the gateway that serves afterwards.
+    static func crash(_ crash: Crash, _ gateway: EmbeddedGateway, _ setup: EmbeddedGateway.Setup) async throws -> EmbeddedGateway {
+        switch crash {
+        case .none:
+            return gateway
+        case .broker:
+            let broker = try #require(setup.brokerPID())
+            kill(broker, SIGKILL)
+            try await gateway.waitFor("embedded broker up", "the restarted broker")
+            return gateway
+        case .both:
+            let broker = try #require(setup.brokerPID())
+            await gateway.kill9()
+            kill(broker, SIGKILL)
+            return try await EmbeddedGateway.start(setup)
+        }
+    }
+
+    @Test("200 chats ACKed to an offline device, then kill -9: its next plain LOGIN delivers all 200, in order, once", arguments: [Crash.broker, .both])
     func offlineDeviceGetsEverything(crash: Crash) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-durable-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -48,17 +69,7 @@ struct DurabilityTests {
         }
         await alice.drop()
 
-        switch crash {
-        case .broker:
-            let broker = try #require(setup.brokerPID())
-            kill(broker, SIGKILL)
-            try await gateway.waitFor("embedded broker up", "the restarted broker")
-        case .both:
-            let broker = try #require(setup.brokerPID())
-            await gateway.kill9()
-            kill(broker, SIGKILL)
-            gateway = try await EmbeddedGateway.start(setup)
-        }
+        gateway = try await Self.crash(crash, gateway, setup)
 
         // bob's phone logs in again, plain (no position): everything, in order, once.
         let again = try await TestDevice.connect(port: setup.tlvPort)
@@ -80,6 +91,51 @@ struct DurabilityTests {
         #expect(next.messageID == "after" && !next.archived, "a repeat of a caught-up message came instead: \(next.messageID)")
         await marker.drop()
         await again.drop()
+        await gateway.stop()
+    }
+
+    @Test("the same with IMClient: all 200, in order, none surfaced twice, also when the broker kept its queue (then every message comes from both)", arguments: Crash.allCases)
+    func clientSurfacesEachOnce(crash: Crash) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-durable-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let setup = EmbeddedGateway.Setup(directory: directory, tlvPort: freePort(), brokerPort: freePort(), metricsPort: freePort())
+        var gateway = try await EmbeddedGateway.start(setup)
+        let bob = try await ClientReliabilityTests.client("bob", port: setup.tlvPort)
+        await bob.logout()
+        let alice = try await ClientReliabilityTests.client("alice", port: setup.tlvPort)
+        for index in 1...Self.count {
+            let receipt = try await alice.send(to: "bob", text: "message \(index)", messageID: "m-\(index)")
+            #expect(receipt.streamOffset == UInt64(index))
+        }
+        await alice.close()
+        gateway = try await Self.crash(crash, gateway, setup)
+
+        let again = try await ClientReliabilityTests.client("bob", port: setup.tlvPort)
+        let events = Collector(again.events)
+        var ids: [String] = []
+        var synced: IMClient.SyncResult?
+        while synced == nil {
+            switch try await events.next(within: 15, "bob's messages and the end of the catch-up") {
+            case .message(let message): ids.append(message.messageID)
+            case .synced(let result): synced = result
+            default: break
+            }
+        }
+        #expect(ids == (1...Self.count).map { "m-\($0)" }, "\(ids.count) surfaced")
+        #expect(synced?.replayed == Self.count && synced?.position.offset == UInt64(Self.count))
+        // What the broker still had (crash none) is dropped by the gateway: nothing more comes
+        // before a message sent now.
+        let carol = try await ClientReliabilityTests.client("carol", port: setup.tlvPort)
+        _ = try await carol.send(to: "bob", text: "after", messageID: "after")
+        while true {
+            if case .message(let message) = try await events.next(within: 10, "the message sent after the catch-up") {
+                #expect(message.messageID == "after", "a repeat came: \(message.messageID)")
+                break
+            }
+        }
+        await carol.close()
+        await again.close()
         await gateway.stop()
     }
 
