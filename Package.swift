@@ -240,6 +240,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
+                "IMArchive",
                 "Mosquitto",
                 "CProcessShims",
                 "IMWire",

@@ -234,6 +234,8 @@ final class IMGWProcess: Sendable {
         /// A SQLite file of its own in the broker's directory (named after its port, so that a
         /// gateway restarted on the same port finds it again).
         case sqlite
+        /// A SQLite file at this path.
+        case sqliteFile(String)
         /// A PostgreSQL database.
         case postgres(String)
         /// None.
@@ -285,6 +287,7 @@ final class IMGWProcess: Sendable {
     static func archiveLines(_ archive: Archive, directory: URL, port: Int) -> String {
         switch archive {
         case .sqlite: "archive: {path: '\(directory.appendingPathComponent("archive-\(port).sqlite").path)'}"
+        case .sqliteFile(let path): "archive: {path: '\(path)'}"
         case .postgres(let url): "archive: {url: '\(url)'}"
         case .none: "archive: {store: none}"
         }
