@@ -41,7 +41,8 @@ deps:
 	fi
 
 ## The tests also need python3 (the test watchdog): Debian's, if there is none on PATH;
-## ejabberd (the second broker: the tests run their own nodes as the test's user); and
+## ejabberd (the second broker: the tests run their own nodes as the test's user);
+## PostgreSQL (the archive's tests run their own servers, as the postgres user under root); and
 ## schemathesis (the server API's conformance run, APIConformanceTests) from PyPI, in a
 ## virtual environment of its own under .build.
 SCHEMATHESIS_VERSION := 4.32.5
@@ -57,6 +58,12 @@ test-deps: deps
 	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
 	  $$sudo apt-get update -qq && $$sudo env RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ejabberd; \
 	  $$sudo systemctl disable --now ejabberd >/dev/null 2>&1 || true; \
+	}
+	@dpkg-query -W -f='$${Status}' postgresql 2>/dev/null | grep -q "install ok installed" || { \
+	  echo "installing: postgresql (the PostgreSQL archive's integration tests, which start their own servers; the system cluster is left stopped)"; \
+	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  $$sudo apt-get update -qq && $$sudo env RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; \
+	  $$sudo systemctl disable --now postgresql >/dev/null 2>&1 || true; \
 	}
 	@$(SCHEMATHESIS_VENV)/bin/st --version 2>/dev/null | grep -q '$(SCHEMATHESIS_VERSION)' || { \
 	  echo "installing: schemathesis $(SCHEMATHESIS_VERSION) (pip, in $(SCHEMATHESIS_VENV))"; \
