@@ -175,15 +175,17 @@ public final class MessageArchive: Sendable {
         }
     }
 
-    /// `body`'s result, or a timeout after `limit` (`body` goes on, unobserved).
+    /// `body`'s result, or after `limit` an ``ArchiveError/Code/unavailable`` with a time to
+    /// retry (`body` goes on, unobserved).
     static func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async -> Result<T, any Error> {
         let slot = OnceSlot<Result<T, any Error>>()
         return await withCheckedContinuation { continuation in
             slot.set(continuation)
             let timer = Task {
-                // (Cancelled once the body has answered: then it must not answer.)
+                // Cancelled: the body answered (a cancelled sleep returns at once, and must not
+                // be taken for the time having passed).
                 guard (try? await Task.sleep(for: limit)) != nil else { return }
-                slot.resume(.failure(ArchiveError(.unavailable, "no answer within \(limit)")))
+                slot.resume(.failure(ArchiveError.unavailable("no answer within \(limit)", retryAfter: 1_000)))
             }
             Task {
                 let result: Result<T, any Error>

@@ -254,3 +254,16 @@ struct GroupCommitQueueTests {
         #expect(queue.drain() == [9] && queue.isEmpty)
     }
 }
+
+@Suite("MessageArchive.within")
+struct WithinTests {
+    @Test("a body that does not answer in time is an unavailable error with a time to retry")
+    func timeout() async {
+        let result = await MessageArchive.within(.milliseconds(50)) { try await Task.sleep(for: .seconds(2)) }
+        guard case .failure(let error as ArchiveError) = result else {
+            Issue.record("expected a timeout, got \(result)")
+            return
+        }
+        #expect(error.code == .unavailable && error.retryAfter != nil, "\(error)")
+    }
+}
