@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import Synchronization
 
 /// The archive of several gateways: tables in a PostgreSQL database (`archive.url`), through
 /// postgres-nio's connection pool. Every gateway writes to it; a device catches up from it
@@ -15,34 +16,67 @@ import PostgresNIO
 /// The streams are locked in name order, so two commits cannot deadlock over them; one that
 /// deadlocks or fails to serialize anyway is tried again.
 ///
+/// A server that is down or unreachable fails an operation ``ArchiveError/Code/unavailable``
+/// within the lease timeout of ``open(url:maxConnections:leaseTimeout:logger:)``, and one
+/// that ends the session under it fails it at once (``ConnectionWatches``); the pool
+/// connects again by itself once the server is back.
+///
 /// Tables (``schema``), all named `imgw_*` so that they can share a database with the app's:
 /// `imgw_message` (each body once), `imgw_entry` (a message at an offset of a stream),
 /// `imgw_stream` (each stream's last offset), `imgw_position` (devices' positions),
-/// `imgw_meta` (the epoch).
+/// `imgw_meta` (the epoch and the schema's version).
 public final class PostgresArchiveStore: ArchiveStore {
     public let epoch: ArchiveEpoch
     private let client: PostgresClient
     private let runner: Task<Void, Never>
     private let logger: Logger
     private let endpoint: String
+    private let leaseTimeout: Duration
+    private let watches = ConnectionWatches()
 
     public var description: String { "postgresql \(endpoint)" }
 
-    private init(client: PostgresClient, runner: Task<Void, Never>, epoch: ArchiveEpoch, endpoint: String, logger: Logger) {
+    private init(
+        client: PostgresClient, runner: Task<Void, Never>, epoch: ArchiveEpoch, endpoint: String, leaseTimeout: Duration, logger: Logger
+    ) {
         self.client = client
         self.runner = runner
         self.epoch = epoch
         self.endpoint = endpoint
+        self.leaseTimeout = leaseTimeout
         self.logger = logger
     }
 
     /// Connects to `url` (`postgres://USER:PASSWORD@HOST:PORT/DATABASE`, with `?sslmode=`
     /// `disable`, `prefer` or `require`), creates the tables if they are missing, and reads
-    /// the epoch. Throws ``ArchiveError`` `misconfigured` for a URL that is not one,
-    /// `unavailable` when the server cannot be reached or refuses, `corrupt` for tables of a
-    /// newer imgw.
-    public static func open(url: String, maxConnections: Int = 8, logger: Logger) async throws(ArchiveError) -> PostgresArchiveStore {
+    /// the epoch, on a connection of its own (so that what goes wrong is said at once: the
+    /// pool would try a refused connection again and again); then starts the pool of at most
+    /// `maxConnections`. Throws ``ArchiveError`` `misconfigured` for a URL that is not one,
+    /// or that the server refuses for good (an unknown user or database, a wrong password,
+    /// TLS required and not offered); `unavailable`, with a time to retry, when the server
+    /// cannot be reached, refuses for now (starting up, too many connections) or does not
+    /// answer within 15 s; `corrupt` for tables of a newer imgw.
+    ///
+    /// Every later operation waits at most `leaseTimeout` for a connection of the pool, then
+    /// fails `unavailable` (postgres-nio's pool keeps a request waiting while it cannot
+    /// connect, for a minute).
+    public static func open(
+        url: String, maxConnections: Int = 8, leaseTimeout: Duration = .seconds(3), logger: Logger
+    ) async throws(ArchiveError) -> PostgresArchiveStore {
         let settings = try PostgresURL(url)
+        let epoch: ArchiveEpoch
+        do {
+            var configuration = PostgresConnection.Configuration(
+                host: settings.host, port: settings.port, username: settings.user, password: settings.password,
+                database: settings.database, tls: try settings.connectionTLS())
+            configuration.options.connectTimeout = .seconds(5)
+            let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+            let prepared = await MessageArchive.within(.seconds(15)) { try await prepare(connection, logger: logger) }
+            try? await connection.close()
+            epoch = try prepared.get()
+        } catch {
+            throw failure(error, "cannot use the archive at \(settings.redacted)")
+        }
         var configuration = PostgresClient.Configuration(
             host: settings.host, port: settings.port, username: settings.user, password: settings.password,
             database: settings.database, tls: settings.tls)
@@ -50,14 +84,8 @@ public final class PostgresArchiveStore: ArchiveStore {
         configuration.options.connectTimeout = .seconds(5)
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         let runner = Task { await client.run() }
-        do {
-            let epoch = try await MessageArchive.within(.seconds(15)) { try await prepare(client, logger: logger) }.get()
-            return PostgresArchiveStore(client: client, runner: runner, epoch: epoch, endpoint: settings.redacted, logger: logger)
-        } catch {
-            runner.cancel()
-            if let error = error as? ArchiveError { throw error }
-            throw ArchiveError(.unavailable, "cannot use the archive at \(settings.redacted): \(Self.explain(error))", retryAfter: 1_000)
-        }
+        return PostgresArchiveStore(
+            client: client, runner: runner, epoch: epoch, endpoint: settings.redacted, leaseTimeout: leaseTimeout, logger: logger)
     }
 
     /// The tables, created if missing (docs/OPERATIONS.md, "PostgreSQL").
@@ -87,8 +115,8 @@ public final class PostgresArchiveStore: ArchiveStore {
     static let schemaVersion = "1"
 
     /// Creates the tables (one gateway at a time: an advisory lock) and returns the epoch.
-    private static func prepare(_ client: PostgresClient, logger: Logger) async throws -> ArchiveEpoch {
-        try await client.withTransaction(logger: logger) { connection in
+    private static func prepare(_ connection: PostgresConnection, logger: Logger) async throws -> ArchiveEpoch {
+        try await transaction(on: connection, logger: logger) { connection in
             // 0x696d6777 "imgw": gateways starting together create the tables once.
             try await connection.query("SELECT pg_advisory_xact_lock(1768777591)", logger: logger)
             for statement in schema { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
@@ -110,68 +138,234 @@ public final class PostgresArchiveStore: ArchiveStore {
         }
     }
 
+    // MARK: Connections
+
+    /// What a pooled operation comes to: its value, or the lease's time limit passed first.
+    private enum Leg<T: Sendable>: Sendable {
+        case done(T)
+        case timer
+    }
+
+    /// Whether a connection was leased.
+    private final class Leased: Sendable {
+        let value = Atomic<Bool>(false)
+    }
+
+    /// Runs `body` on a connection of the pool. Gives up with `unavailable` when none is had
+    /// within ``leaseTimeout`` (a server down or unreachable: the pool keeps the request
+    /// waiting while it tries to connect), or when the connection closes under it (see
+    /// ``ConnectionWatches``); otherwise it is waited for (a server that stops answering holds
+    /// it: ``MessageArchive``'s time limits are what answer then).
+    private func pooled<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let client = self.client
+        let watches = self.watches
+        let limit = leaseTimeout
+        let leased = Leased()
+        return try await withThrowingTaskGroup(of: Leg<T>.self) { group in
+            group.addTask {
+                .done(try await client.withConnection { connection in
+                    leased.value.store(true, ordering: .sequentiallyConsistent)
+                    return try await watches.run(on: connection) { try await body(connection) }
+                })
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return .timer
+            }
+            var gaveUp = false
+            while true {
+                let leg: Leg<T>?
+                do {
+                    leg = try await group.next()
+                } catch {
+                    group.cancelAll()
+                    // Cancelled while it waited for its lease: the pool's error says only that.
+                    if gaveUp, !leased.value.load(ordering: .sequentiallyConsistent) {
+                        throw ArchiveError(.unavailable, "no connection to PostgreSQL within \(limit)", retryAfter: 1_000)
+                    }
+                    throw error
+                }
+                switch leg {
+                case .done(let value)?:
+                    group.cancelAll()
+                    return value
+                case .timer?:
+                    // A lease that comes after this is still waited for: what `body` did is
+                    // told, not hidden behind a timeout.
+                    if !leased.value.load(ordering: .sequentiallyConsistent) {
+                        gaveUp = true
+                        group.cancelAll()
+                    }
+                case nil:
+                    throw ArchiveError(.unavailable, "no connection to PostgreSQL within \(limit)", retryAfter: 1_000)
+                }
+            }
+        }
+    }
+
+    /// BEGIN, `body`, COMMIT, as postgres-nio's `withTransaction`, except after a failure: a
+    /// connection the server closed (a fast shutdown ends sessions with FATAL 57P01, a killed
+    /// server resets them) is closed and not sent a ROLLBACK. postgres-nio writes its ROLLBACK
+    /// whatever happened, and a query written to a connection whose channel has closed is
+    /// never answered: the commit under way when the server stopped hung for ever.
+    private static func transaction<T: Sendable>(
+        on connection: PostgresConnection, logger: Logger, _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await connection.query("BEGIN", logger: logger)
+        do {
+            let value = try await body(connection)
+            try await connection.query("COMMIT", logger: logger)
+            return value
+        } catch {
+            if connection.isClosed || isConnectionLoss(error) {
+                try? await connection.close()
+            } else {
+                do {
+                    try await connection.query("ROLLBACK", logger: logger)
+                } catch {
+                    // A connection in a state we do not know is not handed out again.
+                    try? await connection.close()
+                }
+            }
+            throw error
+        }
+    }
+
+    /// The connection is gone or going: closed by either side, reset, or ended by the server
+    /// (FATAL: an administrator command, a shutdown).
+    private static func isConnectionLoss(_ error: any Error) -> Bool {
+        guard let psql = error as? PSQLError else { return false }
+        if [.serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown].contains(psql.code) { return true }
+        guard let severity = psql.serverInfo?[.severity] else { return false }
+        return severity == "FATAL" || severity == "PANIC"
+    }
+
+    /// Whether the connections `body`s run on have closed, each watched once (a callback on
+    /// its close future: one per operation would pile up on a long-lived connection).
+    ///
+    /// postgres-nio writes a query to the connection's channel and waits for its answer; a
+    /// query written after the channel has closed and dropped its handlers is never answered
+    /// nor failed. That happens when the server ends a session between two queries of a
+    /// transaction (a fast shutdown's FATAL 57P01 while the client prepares its next
+    /// statement), or when the pool hands out a connection that has just closed: the commit
+    /// then waited for ever, and with it the archive's writer. A `body` whose connection closes
+    /// is given up (it may stay suspended; the transaction it was in is lost with the session).
+    final class ConnectionWatches: Sendable {
+        private struct Watch {
+            /// Told when the connection closes: the `body` running on it, if any.
+            var waiter: (@Sendable () -> Void)?
+        }
+
+        private let watches = Mutex<[PostgresConnection.ID: Watch]>([:])
+
+        /// What a `body` on a connection that closed is told.
+        static var lost: ArchiveError { ArchiveError(.unavailable, "the connection to PostgreSQL closed", retryAfter: 1_000) }
+
+        func run<T: Sendable>(on connection: PostgresConnection, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+            guard !connection.isClosed else { throw Self.lost }
+            let id = connection.id
+            let isNew = watches.withLock { watches in
+                guard watches[id] == nil else { return false }
+                watches[id] = Watch()
+                return true
+            }
+            // On an already closed connection the callback runs at once.
+            if isNew { connection.closeFuture.whenComplete { _ in self.closed(id) } }
+            return try await withCheckedThrowingContinuation { continuation in
+                let once = Once(continuation)
+                let watched = watches.withLock { watches in
+                    guard watches[id] != nil else { return false }
+                    watches[id]?.waiter = { once.resume(with: .failure(Self.lost)) }
+                    return true
+                }
+                guard watched else {
+                    once.resume(with: .failure(Self.lost))
+                    return
+                }
+                Task {
+                    let result: Result<T, any Error>
+                    do { result = .success(try await body()) } catch { result = .failure(error) }
+                    watches.withLock { $0[id]?.waiter = nil }
+                    once.resume(with: result)
+                }
+            }
+        }
+
+        private func closed(_ id: PostgresConnection.ID) {
+            watches.withLock { $0.removeValue(forKey: id) }?.waiter?()
+        }
+
+        /// A continuation resumed by whichever comes first.
+        private final class Once<T: Sendable>: Sendable {
+            private let continuation: Mutex<CheckedContinuation<T, any Error>?>
+
+            init(_ continuation: CheckedContinuation<T, any Error>) { self.continuation = Mutex(continuation) }
+
+            func resume(with result: Result<T, any Error>) {
+                continuation.withLock { $0.take() }?.resume(with: result)
+            }
+        }
+    }
+
     // MARK: Commit
 
     public func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome] {
+        let logger = self.logger
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await client.withTransaction(logger: logger) { connection in
-                    try await Self.commit(messages, positions: positions, on: connection, logger: logger)
+                return try await pooled { connection in
+                    try await Self.transaction(on: connection, logger: logger) { connection in
+                        try await Self.commit(messages, positions: positions, on: connection, logger: logger)
+                    }
                 }
-            } catch let error as PostgresTransactionError where attempt < 4 && Self.isRetriable(error) {
+            } catch let error as PSQLError where attempt < 4 && Self.isRetriable(error) {
                 logger.debug("archive commit retried", metadata: ["error": "\(Self.explain(error))", "attempt": "\(attempt)"])
             } catch {
-                throw ArchiveError(.unavailable, Self.explain(error), retryAfter: 1_000)
+                throw Self.failure(error, "the archive could not commit")
             }
         }
     }
 
     /// A deadlock or a serialization failure: the transaction can simply run again.
-    private static func isRetriable(_ error: PostgresTransactionError) -> Bool {
-        for inner in [error.closureError, error.commitError] {
-            if let psql = inner as? PSQLError, let state = psql.serverInfo?[.sqlState], state == "40P01" || state == "40001" { return true }
-        }
-        return false
+    private static func isRetriable(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "40P01" || state == "40001"
     }
 
     private static func commit(
         _ messages: [ArchiveMessage], positions: [DevicePosition], on connection: PostgresConnection, logger: Logger
     ) async throws -> [AppendOutcome] {
         var outcomes = [AppendOutcome?](repeating: nil, count: messages.count)
-        // 1. Messages stored before (resends, reused ids), and repeats within the batch.
         struct Key: Hashable { var sender: String; var id: String }
-        var known: [Key: (id: Int64, fingerprint: Int64, serverTime: Int64)] = [:]
-        if !messages.isEmpty {
-            let senders = messages.map(\.sender)
-            let ids = messages.map(\.messageID)
+        /// A row of imgw_message.
+        struct Row { var id: Int64; var fingerprint: Int64; var serverTime: Int64 }
+        /// What the table holds under the batch's keys: before, or now.
+        var stored: [Key: Row] = [:]
+        func key(_ index: Int) -> Key { Key(sender: messages[index].sender, id: messages[index].messageID) }
+        func lookUp(_ indexes: [Int]) async throws {
             let rows = try await connection.query("""
                 SELECT m.id, m.sender, m.message_id, m.fingerprint, m.server_time FROM imgw_message m
-                JOIN unnest(\(senders)::text[], \(ids)::text[]) AS k(sender, message_id)
-                  ON m.sender = k.sender AND m.message_id = k.message_id
+                JOIN unnest(\(indexes.map { messages[$0].sender })::text[], \(indexes.map { messages[$0].messageID })::text[])
+                  AS k(sender, message_id) ON m.sender = k.sender AND m.message_id = k.message_id
                 """, logger: logger)
             for try await (id, sender, messageID, fingerprint, serverTime) in rows.decode((Int64, String, String, Int64, Int64).self) {
-                known[Key(sender: sender, id: messageID)] = (id, fingerprint, serverTime)
+                stored[Key(sender: sender, id: messageID)] = Row(id: id, fingerprint: fingerprint, serverTime: serverTime)
             }
         }
+        // 1. Messages stored before (resends, reused ids). The first of each new key is
+        // stored; the others (repeats within the batch) are told what became of it.
+        if !messages.isEmpty { try await lookUp(Array(messages.indices)) }
         var fresh: [Int] = []
-        var firstInBatch: [Key: Int] = [:]
-        for (index, message) in messages.enumerated() {
-            let key = Key(sender: message.sender, id: message.messageID)
-            if let stored = known[key] {
-                outcomes[index] = stored.fingerprint == Int64(bitPattern: message.fingerprint)
-                    ? .duplicate([], serverTime: UInt64(stored.serverTime)) : .reused
-            } else if let earlier = firstInBatch[key] {
-                outcomes[index] = messages[earlier].fingerprint == message.fingerprint
-                    ? .duplicate([], serverTime: messages[earlier].serverTime) : .reused
-            } else {
-                firstInBatch[key] = index
-                fresh.append(index)
-            }
+        var repeats: [Int] = []
+        var seen: Set<Key> = []
+        for index in messages.indices {
+            let key = key(index)
+            if stored[key] == nil, seen.insert(key).inserted { fresh.append(index) } else { repeats.append(index) }
         }
-        // 2. The new messages' bodies.
-        var rowIDs: [Key: Int64] = [:]
+        // 2. The new messages' bodies. A key another gateway stored a moment ago (its insert
+        // won: ours waited for its commit) is not inserted, and is told as a repeat.
         if !fresh.isEmpty {
             let rows = try await connection.query("""
                 INSERT INTO imgw_message (sender, message_id, fingerprint, server_time, body)
@@ -180,21 +374,23 @@ public final class PostgresArchiveStore: ArchiveStore {
                   \(fresh.map { Int64(clamping: messages[$0].serverTime) })::int8[],
                   \(fresh.map { ByteBuffer(bytes: messages[$0].body) })::bytea[])
                 ON CONFLICT (sender, message_id) DO NOTHING
-                RETURNING id, sender, message_id
+                RETURNING id, sender, message_id, fingerprint, server_time
                 """, logger: logger)
-            for try await (id, sender, messageID) in rows.decode((Int64, String, String).self) {
-                rowIDs[Key(sender: sender, id: messageID)] = id
+            var inserted: Set<Key> = []
+            for try await (id, sender, messageID, fingerprint, serverTime) in rows.decode((Int64, String, String, Int64, Int64).self) {
+                let key = Key(sender: sender, id: messageID)
+                stored[key] = Row(id: id, fingerprint: fingerprint, serverTime: serverTime)
+                inserted.insert(key)
+            }
+            let raced = fresh.filter { !inserted.contains(key($0)) }
+            if !raced.isEmpty {
+                fresh.removeAll { !inserted.contains(key($0)) }
+                try await lookUp(raced)
+                repeats += raced
             }
         }
-        // A resend stored by another gateway a moment ago: a duplicate (its copies are read below).
-        var raced: [Int] = []
-        fresh.removeAll { index in
-            let message = messages[index]
-            guard rowIDs[Key(sender: message.sender, id: message.messageID)] == nil else { return false }
-            raced.append(index)
-            return true
-        }
-        // 3. Offsets: each stream's counter moved on by its copies, streams in name order.
+        // 3. Offsets: each stream's counter moved on by its copies, streams in name order
+        // (the rows are locked in that order: two commits cannot deadlock over them).
         var counts: [String: Int64] = [:]
         for index in fresh { for copy in messages[index].copies { counts[copy.stream, default: 0] += 1 } }
         var next: [String: Int64] = [:]
@@ -214,7 +410,7 @@ public final class PostgresArchiveStore: ArchiveStore {
         var streams: [String] = [], offsets: [Int64] = [], ids: [Int64] = [], origins: [String] = []
         for index in fresh {
             let message = messages[index]
-            let id = rowIDs[Key(sender: message.sender, id: message.messageID)]!
+            let id = stored[key(index)]!.id
             var given: [UInt64] = []
             for copy in message.copies {
                 let offset = next[copy.stream]!
@@ -233,48 +429,33 @@ public final class PostgresArchiveStore: ArchiveStore {
                 SELECT s, o, m, NULLIF(g, '') FROM unnest(\(streams)::text[], \(offsets)::int8[], \(ids)::int8[], \(origins)::text[]) AS e(s, o, m, g)
                 """, logger: logger)
         }
-        // 5. A resend another gateway stored a moment ago (its insert won): a duplicate, or a
-        // reused id.
-        if !raced.isEmpty {
-            let rows = try await connection.query("""
-                SELECT m.id, m.sender, m.message_id, m.fingerprint, m.server_time FROM imgw_message m
-                JOIN unnest(\(raced.map { messages[$0].sender })::text[], \(raced.map { messages[$0].messageID })::text[]) AS k(sender, message_id)
-                  ON m.sender = k.sender AND m.message_id = k.message_id
-                """, logger: logger)
-            for try await (id, sender, messageID, fingerprint, serverTime) in rows.decode((Int64, String, String, Int64, Int64).self) {
-                known[Key(sender: sender, id: messageID)] = (id, fingerprint, serverTime)
-            }
-            for index in raced {
+        // 5. Resends, reused ids and repeats: told against what is stored under their key (a
+        // duplicate with where its copies are, the copies just made for a repeat of a new one).
+        var duplicateOf: [Int: Row] = [:]
+        for index in repeats {
+            guard let row = stored[key(index)] else {
                 let message = messages[index]
-                guard let stored = known[Key(sender: message.sender, id: message.messageID)] else {
-                    throw ArchiveError(.unavailable, "message \(message.messageID) of \(message.sender) vanished while it was stored", retryAfter: 100)
-                }
-                outcomes[index] = stored.fingerprint == Int64(bitPattern: message.fingerprint)
-                    ? .duplicate([], serverTime: UInt64(stored.serverTime)) : .reused
+                throw ArchiveError(.unavailable, "message \(message.messageID) of \(message.sender) vanished while it was stored", retryAfter: 100)
             }
-        }
-        // 6. Where each duplicate's copies are (a repeat within the batch: the copies just made).
-        var duplicateOf: [Int: Int64] = [:]
-        for (index, message) in messages.enumerated() {
-            guard case .duplicate? = outcomes[index] else { continue }
-            let key = Key(sender: message.sender, id: message.messageID)
-            if let id = known[key]?.id ?? rowIDs[key] { duplicateOf[index] = id }
+            if row.fingerprint == Int64(bitPattern: messages[index].fingerprint) {
+                duplicateOf[index] = row
+            } else {
+                outcomes[index] = .reused
+            }
         }
         if !duplicateOf.isEmpty {
             var copies: [Int64: [StoredCopy]] = [:]
             let rows = try await connection.query(
-                "SELECT message, stream, off, origin FROM imgw_entry WHERE message = ANY(\(Array(Set(duplicateOf.values)))::int8[])",
+                "SELECT message, stream, off, origin FROM imgw_entry WHERE message = ANY(\(Array(Set(duplicateOf.values.map(\.id))))::int8[]) ORDER BY message, stream, off",
                 logger: logger)
             for try await (message, stream, offset, origin) in rows.decode((Int64, String, Int64, String?).self) {
                 copies[message, default: []].append(StoredCopy(stream: stream, offset: UInt64(offset), origin: origin))
             }
-            for (index, id) in duplicateOf {
-                if case .duplicate(_, let serverTime)? = outcomes[index] {
-                    outcomes[index] = .duplicate(copies[id] ?? [], serverTime: serverTime)
-                }
+            for (index, row) in duplicateOf {
+                outcomes[index] = .duplicate(copies[row.id] ?? [], serverTime: UInt64(row.serverTime))
             }
         }
-        // 7. Positions, in key order.
+        // 6. Positions, in key order.
         if !positions.isEmpty {
             let sorted = positions.sorted { ($0.user, $0.device) < ($1.user, $1.device) }
             let now = MessageArchive.wallMilliseconds()
@@ -292,68 +473,106 @@ public final class PostgresArchiveStore: ArchiveStore {
 
     public func read(stream: String, after: UInt64, through: UInt64, limit: Int) async throws -> [StoredEntry] {
         guard through > after, limit > 0 else { return [] }
-        let rows = try await client.query("""
-            SELECT e.off, e.origin, m.sender, m.message_id, m.server_time, m.body
-            FROM imgw_entry e JOIN imgw_message m ON m.id = e.message
-            WHERE e.stream = \(stream) AND e.off > \(Int64(clamping: after)) AND e.off <= \(Int64(clamping: through))
-            ORDER BY e.off LIMIT \(limit)
-            """, logger: logger)
-        var entries: [StoredEntry] = []
-        for try await (offset, origin, sender, messageID, serverTime, body) in rows.decode((Int64, String?, String, String, Int64, ByteBuffer).self) {
-            entries.append(StoredEntry(
-                stream: stream, offset: UInt64(offset), origin: origin, sender: sender, messageID: messageID,
-                serverTime: UInt64(serverTime), body: Array(body.readableBytesView)))
+        let logger = self.logger
+        do {
+            return try await pooled { connection in
+                let rows = try await connection.query("""
+                    SELECT e.off, e.origin, m.sender, m.message_id, m.server_time, m.body
+                    FROM imgw_entry e JOIN imgw_message m ON m.id = e.message
+                    WHERE e.stream = \(stream) AND e.off > \(Int64(clamping: after)) AND e.off <= \(Int64(clamping: through))
+                    ORDER BY e.off LIMIT \(limit)
+                    """, logger: logger)
+                var entries: [StoredEntry] = []
+                for try await (offset, origin, sender, messageID, serverTime, body) in rows.decode((Int64, String?, String, String, Int64, ByteBuffer).self) {
+                    entries.append(StoredEntry(
+                        stream: stream, offset: UInt64(offset), origin: origin, sender: sender, messageID: messageID,
+                        serverTime: UInt64(serverTime), body: Array(body.readableBytesView)))
+                }
+                return entries
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not read \(stream)")
         }
-        return entries
     }
 
     public func bounds(of stream: String) async throws -> StreamBounds {
-        var last: UInt64 = 0
-        for try await value in try await client.query("SELECT last FROM imgw_stream WHERE name = \(stream)", logger: logger).decode(Int64.self) {
-            last = UInt64(value)
+        let logger = self.logger
+        do {
+            return try await pooled { connection in
+                // One statement: both from one snapshot.
+                let rows = try await connection.query("""
+                    SELECT (SELECT last FROM imgw_stream WHERE name = \(stream)), (SELECT min(off) FROM imgw_entry WHERE stream = \(stream))
+                    """, logger: logger)
+                var bounds = StreamBounds.empty
+                for try await (last, first) in rows.decode((Int64?, Int64?).self) {
+                    let last = UInt64(last ?? 0)
+                    bounds = StreamBounds(last: last, first: first.map { UInt64($0) } ?? last + 1)
+                }
+                return bounds
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not read the bounds of \(stream)")
         }
-        var first = last + 1
-        let rows = try await client.query("SELECT off FROM imgw_entry WHERE stream = \(stream) ORDER BY off LIMIT 1", logger: logger)
-        for try await value in rows.decode(Int64.self) { first = UInt64(value) }
-        return StreamBounds(last: last, first: first)
     }
 
     public func position(user: String, device: String) async throws -> UInt64? {
-        var position: UInt64?
-        let rows = try await client.query("SELECT off FROM imgw_position WHERE user_id = \(user) AND device = \(device)", logger: logger)
-        for try await value in rows.decode(Int64.self) { position = UInt64(value) }
-        return position
+        let logger = self.logger
+        do {
+            return try await pooled { connection in
+                var position: UInt64?
+                let rows = try await connection.query("SELECT off FROM imgw_position WHERE user_id = \(user) AND device = \(device)", logger: logger)
+                for try await value in rows.decode(Int64.self) { position = UInt64(value) }
+                return position
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not read the position of \(user)/\(device)")
+        }
     }
 
     public func deleteMessages(acceptedBefore serverTime: UInt64, limit: Int) async throws -> Int {
         guard limit > 0 else { return 0 }
-        return try await client.withTransaction(logger: logger) { connection in
-            var through: Int64?
-            var count = 0
-            let rows = try await connection.query("SELECT id, server_time FROM imgw_message ORDER BY id LIMIT \(limit)", logger: logger)
-            var done = false
-            for try await (id, time) in rows.decode((Int64, Int64).self) {
-                if done || UInt64(time) >= serverTime { done = true; continue }
-                through = id
-                count += 1
+        let logger = self.logger
+        do {
+            return try await pooled { connection in
+                try await Self.transaction(on: connection, logger: logger) { connection in
+                    // The oldest messages, by id (which grows with time), up to the first that
+                    // is not old enough; exactly those are deleted (a message with a smaller id
+                    // committed meanwhile is not).
+                    var old: [Int64] = []
+                    var done = false
+                    let rows = try await connection.query("SELECT id, server_time FROM imgw_message ORDER BY id LIMIT \(limit)", logger: logger)
+                    for try await (id, time) in rows.decode((Int64, Int64).self) {
+                        if done || UInt64(time) >= serverTime { done = true; continue }
+                        old.append(id)
+                    }
+                    guard !old.isEmpty else { return 0 }
+                    try await connection.query("DELETE FROM imgw_entry WHERE message = ANY(\(old)::int8[])", logger: logger)
+                    try await connection.query("DELETE FROM imgw_message WHERE id = ANY(\(old)::int8[])", logger: logger)
+                    return old.count
+                }
             }
-            guard let through else { return 0 }
-            try await connection.query("DELETE FROM imgw_entry WHERE message <= \(through)", logger: logger)
-            try await connection.query("DELETE FROM imgw_message WHERE id <= \(through)", logger: logger)
-            return count
+        } catch {
+            throw Self.failure(error, "the archive could not delete old messages")
         }
     }
 
     public func size() async throws -> ArchiveSize {
-        let rows = try await client.query("""
-            SELECT (SELECT count(*) FROM imgw_message), (SELECT count(*) FROM imgw_entry),
-              pg_total_relation_size('imgw_message') + pg_total_relation_size('imgw_entry')
-              + pg_total_relation_size('imgw_stream') + pg_total_relation_size('imgw_position')
-            """, logger: logger)
-        for try await (messages, entries, bytes) in rows.decode((Int64, Int64, Int64).self) {
-            return ArchiveSize(messages: Int(messages), entries: Int(entries), bytes: Int(bytes))
+        let logger = self.logger
+        do {
+            return try await pooled { connection in
+                let rows = try await connection.query("""
+                    SELECT (SELECT count(*) FROM imgw_message), (SELECT count(*) FROM imgw_entry),
+                      pg_total_relation_size('imgw_message') + pg_total_relation_size('imgw_entry')
+                      + pg_total_relation_size('imgw_stream') + pg_total_relation_size('imgw_position')
+                    """, logger: logger)
+                for try await (messages, entries, bytes) in rows.decode((Int64, Int64, Int64).self) {
+                    return ArchiveSize(messages: Int(messages), entries: Int(entries), bytes: Int(bytes))
+                }
+                return ArchiveSize(messages: 0, entries: 0, bytes: 0)
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not measure its size")
         }
-        return ArchiveSize(messages: 0, entries: 0, bytes: 0)
     }
 
     public func close() async {
@@ -361,18 +580,40 @@ public final class PostgresArchiveStore: ArchiveStore {
         _ = await runner.value
     }
 
-    /// The server's words for an error, when it said any.
+    // MARK: Errors
+
+    /// `error` as an ``ArchiveError``: `misconfigured` when the server refuses the URL's user,
+    /// password or database (trying again cannot help), `unavailable` with a time to retry
+    /// otherwise; an ``ArchiveError`` is passed on as it is.
+    static func failure(_ error: any Error, _ doing: String) -> ArchiveError {
+        if let error = error as? ArchiveError { return error }
+        if isRefusal(error) { return ArchiveError(.misconfigured, "\(doing): \(explain(error))") }
+        return ArchiveError(.unavailable, "\(doing): \(explain(error))", retryAfter: 1_000)
+    }
+
+    /// The server refused the user (SQLSTATE class 28: no such role, a wrong password, not
+    /// allowed by pg_hba.conf) or the database (3D000), or TLS that the URL requires.
+    private static func isRefusal(_ error: any Error) -> Bool {
+        guard let psql = error as? PSQLError else { return false }
+        if let state = psql.serverInfo?[.sqlState] { return state.hasPrefix("28") || state == "3D000" }
+        return psql.code == .sslUnsupported || psql.code == .unsupportedAuthMechanism || psql.code == .authMechanismRequiresPassword
+    }
+
+    /// The server's words for an error, when it said any. (PSQLError's own description is a
+    /// placeholder that says nothing.)
     static func explain(_ error: any Error) -> String {
-        if let transaction = error as? PostgresTransactionError {
-            if let inner = transaction.closureError ?? transaction.commitError ?? transaction.beginError { return explain(inner) }
-        }
         if let error = error as? ArchiveError { return error.message }
         if let psql = error as? PSQLError {
             if let message = psql.serverInfo?[.message] {
                 return "PostgreSQL: \(message) (\(psql.serverInfo?[.sqlState] ?? "?"))"
             }
-            if let underlying = psql.underlying { return "PostgreSQL \(psql.code): \(underlying)" }
+            if let underlying = psql.underlying { return "PostgreSQL \(psql.code): \(explain(underlying))" }
             return "PostgreSQL \(psql.code)"
+        }
+        if String(reflecting: type(of: error)).hasSuffix("ConnectionPoolError") {
+            // postgres-nio's pool, after a minute without a connection: it fails requests at
+            // once (and keeps trying to connect).
+            return "PostgreSQL cannot be reached (\(error))"
         }
         return "\(error)"
     }
@@ -413,6 +654,15 @@ public struct PostgresURL: Sendable, Hashable {
         switch sslMode {
         case "require": .require(.makeClientConfiguration())
         case "prefer": .prefer(.makeClientConfiguration())
+        default: .disable
+        }
+    }
+
+    /// The same for a single connection (``PostgresArchiveStore/open(url:maxConnections:leaseTimeout:logger:)``'s first).
+    func connectionTLS() throws -> PostgresConnection.Configuration.TLS {
+        switch sslMode {
+        case "require": .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+        case "prefer": .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
         default: .disable
         }
     }
