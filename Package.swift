@@ -236,7 +236,7 @@ let package = Package(
             ],
             resources: [.copy("Fixtures")]
         ),
-        // Tests against real processes (mosquitto, later imgw), started on free ports.
+        // Tests against real processes (mosquitto, ejabberd, PostgreSQL, imgw), started on free ports.
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
@@ -245,8 +245,10 @@ let package = Package(
                 "CProcessShims",
                 "IMWire",
                 "IMGateway",
+                "IMArchive",
                 "IMClient",
                 "FaultProxy",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
