@@ -157,6 +157,7 @@ let package = Package(
             name: "imbench",
             dependencies: [
                 "CMosquitto",
+                "IMArchive",
                 "IMGateway",
                 "IMGatewayAPI",
                 "IMClient",
@@ -240,7 +241,6 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "IMArchive",
                 "Mosquitto",
                 "CProcessShims",
                 "IMWire",
