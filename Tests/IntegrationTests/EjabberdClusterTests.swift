@@ -234,4 +234,37 @@ extension EjabberdClusterTests {
         await gatewayA.stop()
         await gatewayB.stop()
     }
+
+    @Test("with a shared PostgreSQL archive, the node holding bob's queue is killed: bob logs in through the other node and gets everything ACKed to him, in order, then what comes next", .timeLimit(.minutes(3)))
+    func killedNodeWithArchive() async throws {
+        let postgres = try await TestPostgres.start()
+        let nodes = try await TestEjabberd.cluster(2)
+        let gatewayA = try await IMGWProcess.start(broker: nodes[0], archive: .postgres(postgres.url))
+        let gatewayB = try await IMGWProcess.start(broker: nodes[1], archive: .postgres(postgres.url))
+        // bob's session lives on node 1; offline, it queues what alice (node 2) sends him.
+        let bob = try await gatewayA.device("bob")
+        try await bob.send(.logout(Logout()))
+        _ = try await bob.next(within: 10, "the LOGOUT ack")
+        let alice = try await gatewayB.device("alice")
+        let ids = (0..<20).map { "queued-\($0)" }
+        let acks = try await alice.chatMany(to: "bob", ids: ids, text: "for later")
+        #expect(acks.count == ids.count && acks.values.allSatisfy { $0.error == nil && $0.streamOffset != nil })
+
+        await nodes[0].kill9()
+        // Through node 2: a new session (the queue died with node 1), and everything from the
+        // archive.
+        let (bobAgain, ok) = try await gatewayB.login("bob")
+        #expect(ok.sessionResumed == false && ok.syncStatus == .continued)
+        var received: [String] = []
+        while received.count < ids.count {
+            let delivery = try await bobAgain.nextDelivery(within: 10, "bob's delivery \(received.count + 1)")
+            #expect(delivery.archived)
+            received.append(delivery.messageID)
+        }
+        #expect(received == ids)
+        #expect(try await alice.chat(to: "bob", id: "after", text: "after the crash").error == nil)
+        #expect(try await bobAgain.nextDelivery(within: 10, "the message sent after").messageID == "after")
+        await gatewayA.stop()
+        await gatewayB.stop()
+    }
 }

@@ -87,9 +87,35 @@ final class TestDevice: Sendable {
 
     /// Sends a chat message and waits for its ACK, skipping other frames (a DELIVERY skipped is
     /// ACKed, see ``nextAck(of:within:)``).
-    func chat(to: String, id: String, text: String, resend: Bool = false) async throws -> Ack {
+    func chat(to: String, id: String, text: String, resend: Bool = false, within seconds: Double = 10) async throws -> Ack {
         let sequence = try await send(.chat(ChatSend(to: to, messageID: id, content: .text(text), resend: resend)))
-        return try await nextAck(of: sequence)
+        return try await nextAck(of: sequence, within: seconds)
+    }
+
+    /// Sends a chat to `to` for each of `ids`, keeping at most `window` waiting for their ACK;
+    /// returns each id's ACK (a DELIVERY meanwhile is ACKed and skipped).
+    func chatMany(to: String, ids: [String], text: String, window: Int = 32, within seconds: Double = 10) async throws -> [String: Ack] {
+        var pending: [UInt32: String] = [:]
+        var acks: [String: Ack] = [:]
+        var next = ids.makeIterator()
+        var exhausted = false
+        while !(exhausted && pending.isEmpty) {
+            while !exhausted && pending.count < window {
+                guard let id = next.next() else {
+                    exhausted = true
+                    break
+                }
+                pending[try await send(.chat(ChatSend(to: to, messageID: id, content: .text(text))))] = id
+            }
+            guard !pending.isEmpty else { continue }
+            let (frame, message) = try await self.next(within: seconds, "an ACK of \(pending.count) chats in flight")
+            if case .ack(let ack) = message, let id = pending.removeValue(forKey: ack.sequence) {
+                acks[id] = ack
+            } else if case .delivery = message {
+                try await self.ack(frame)
+            }
+        }
+        return acks
     }
 
     /// Sends a message to `group` and waits for its ACK (see ``chat(to:id:text:resend:)``).
