@@ -60,6 +60,12 @@ struct GroupCommitQueue<Waiter> {
         return batch
     }
 
+    /// Takes the messages out (their waiters, to be told), keeping the positions.
+    mutating func drainMessages() -> [Waiter] {
+        defer { messages = [] }
+        return messages.map(\.waiter)
+    }
+
     /// Empties the queue (the archive closing): what waited, to be told.
     mutating func drain() -> [Waiter] {
         defer { messages = []; positions = [:] }

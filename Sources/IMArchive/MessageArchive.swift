@@ -103,6 +103,11 @@ public final class MessageArchive: Sendable {
             if let refused = state.availability.refusal(now: now) {
                 return (.unavailable("the message archive is unavailable: \(refused.reason)", retryAfter: refused.retryAfter), nil)
             }
+            // A commit that timed out and has not ended yet holds the writer: what would queue
+            // behind it would wait for it, untold.
+            if state.inFlight?.timedOut == true {
+                return (.unavailable("the message archive is unavailable: a commit has not ended for \(settings.writeTimeout) or more", retryAfter: 1_000), nil)
+            }
             state.queue.append(message, waiter: completion)
             defer { state.writer = nil }
             return (nil, state.writer)
@@ -317,14 +322,15 @@ public final class MessageArchive: Sendable {
                 for (waiter, outcome) in zip(batch.waiters, outcomes) { waiter(.success(outcome)) }
             }
         case .failure(let error):
-            let retry = failed("\(error)", at: finished)
+            let retry = failed((error as? ArchiveError)?.message ?? "\(error)", at: finished)
             // The positions are saved with a later commit (unless the archive is stopping).
             state.withLock { state in
                 guard !state.stopping else { return }
                 for position in batch.positions { state.queue.save(position) }
             }
             if !told {
-                let refusal = ArchiveError.unavailable("the message archive could not store it: \(error)", retryAfter: retry)
+                let refusal = ArchiveError.unavailable(
+                    "the message archive could not store it: \((error as? ArchiveError)?.message ?? "\(error)")", retryAfter: retry)
                 statistics.refused.add(batch.waiters.count, ordering: .relaxed)
                 for waiter in batch.waiters { waiter(.failure(refusal)) }
             }
@@ -360,7 +366,8 @@ public final class MessageArchive: Sendable {
             let late = state.withLock { state -> [Completion]? in
                 guard let inFlight = state.inFlight, !inFlight.timedOut, now - inFlight.started > limit else { return nil }
                 state.inFlight?.timedOut = true
-                return inFlight.waiters
+                // And what queued behind it: it would wait for the stuck commit, untold.
+                return inFlight.waiters + state.queue.drainMessages()
             }
             guard let late else { continue }
             let retry = failed("a commit took longer than \(settings.writeTimeout)", at: now)

@@ -159,6 +159,23 @@ struct MessageArchiveTests {
                 (error as? ArchiveError)?.code == .unavailable && "\(error)".contains("within")
             }
             #expect(store.commits.withLock { $0.isEmpty }, "the commit had not ended when its message was refused")
+            // Past the retry time, with the commit still stuck: refused at once, not queued
+            // behind it untold.
+            var stuck: ArchiveError?
+            let deadline = ContinuousClock.now + .seconds(2.5)
+            while stuck == nil && ContinuousClock.now < deadline {
+                do {
+                    _ = try await archive.append(chat("alice", "m-2", to: ["bob"]))
+                    Issue.record("stored while the commit was stuck")
+                    break
+                } catch let error as ArchiveError where error.message.contains("has not ended") {
+                    stuck = error
+                } catch {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            #expect(stuck?.retryAfter == 1_000, "\(String(describing: stuck))")
+            #expect(archive.queued == 0)
             store.fault.withLock { $0 = .none }
             store.release()
         }
