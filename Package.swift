@@ -84,6 +84,9 @@ let package = Package(
             name: "IMArchive",
             dependencies: [
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's own API, to bind the commit's rows (GRDB's arguments cost more than
+                // the inserts).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

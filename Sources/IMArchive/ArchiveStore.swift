@@ -35,6 +35,16 @@ public protocol ArchiveStore: Sendable {
 
     /// Closes the store; nothing may be asked of it afterwards.
     func close() async
+
+    /// ``commit(_:positions:)`` as a call that blocks its thread, for a store whose commit is
+    /// work on this machine (SQLite): the archive then commits on a dispatch queue of its own,
+    /// without the task switches of awaiting it. `nil` (the default): the archive awaits
+    /// ``commit(_:positions:)``.
+    var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? { get }
+}
+
+extension ArchiveStore {
+    public var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? { nil }
 }
 
 /// What a store holds.

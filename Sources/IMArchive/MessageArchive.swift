@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Logging
 import NIOCore
@@ -29,6 +30,11 @@ public final class MessageArchive: Sendable {
     public struct Settings: Sendable, Hashable {
         /// Messages per transaction at most.
         public var maxBatch: Int
+        /// How long the writer waits, once something is queued while it was idle, for more to
+        /// commit with it: every commit writes the pages it changed (a few per stream and
+        /// index), so small commits cost far more per message than large ones. A message
+        /// waits at most this plus the commit before its own and its own.
+        public var commitDelay: Duration
         /// How long a commit may take before its messages are refused.
         public var writeTimeout: Duration
         /// How long a read (catching a device up) may take before it is given up.
@@ -42,10 +48,11 @@ public final class MessageArchive: Sendable {
 
         /// Settings; the defaults are `archive`'s in config/imgw.yaml.
         public init(
-            maxBatch: Int = 512, writeTimeout: Duration = .seconds(5), readTimeout: Duration = .seconds(5),
+            maxBatch: Int = 512, commitDelay: Duration = .milliseconds(1), writeTimeout: Duration = .seconds(5), readTimeout: Duration = .seconds(5),
             retention: Duration? = .seconds(30 * 86_400), retentionBatch: Int = 1_000, retentionInterval: Duration = .seconds(60)
         ) {
             self.maxBatch = maxBatch
+            self.commitDelay = commitDelay
             self.writeTimeout = writeTimeout
             self.readTimeout = readTimeout
             self.retention = retention
@@ -77,7 +84,16 @@ public final class MessageArchive: Sendable {
         var stopping = false
         /// The writer has stopped: appends are refused.
         var closed = false
+        /// A blocking store's writer (``ArchiveStore/blockingCommit``): started by ``run()``,
+        /// and a drain of the queue is scheduled on ``writerQueue`` or running.
+        var blockingStarted = false
+        var drainScheduled = false
+        /// ``run()``, waiting for a blocking store's writer to stop.
+        var stopped: CheckedContinuation<Void, Never>?
     }
+
+    /// Where a blocking store's commits run, one at a time.
+    private let writerQueue = DispatchQueue(label: "imgw-archive-writer")
 
     /// The store's epoch.
     public var epoch: ArchiveEpoch { store.epoch }
@@ -98,6 +114,7 @@ public final class MessageArchive: Sendable {
         let now = Self.now()
         let refusal: ArchiveError?
         let writer: CheckedContinuation<Void, Never>?
+        var scheduleDrain = false
         (refusal, writer) = state.withLock { state in
             if state.closed { return (ArchiveError(.closed, "the archive is closed"), nil) }
             if let refused = state.availability.refusal(now: now) {
@@ -109,6 +126,10 @@ public final class MessageArchive: Sendable {
                 return (.unavailable("the message archive is unavailable: a commit has not ended for \(settings.writeTimeout) or more", retryAfter: 1_000), nil)
             }
             state.queue.append(message, waiter: completion)
+            if state.blockingStarted && !state.drainScheduled {
+                state.drainScheduled = true
+                scheduleDrain = true
+            }
             defer { state.writer = nil }
             return (nil, state.writer)
         }
@@ -117,6 +138,7 @@ public final class MessageArchive: Sendable {
             completion(.failure(refusal))
         }
         writer?.resume()
+        if scheduleDrain { scheduleDrainAfterDelay() }
     }
 
     /// Stores `message`; returns once committed.
@@ -132,13 +154,19 @@ public final class MessageArchive: Sendable {
     /// the next commit that succeeds; one lost to a crash costs the device repeats, which it
     /// de-duplicates.
     public func savePosition(_ position: DevicePosition) {
+        var scheduleDrain = false
         let writer = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.closed else { return nil }
             state.queue.save(position)
+            if state.blockingStarted && !state.drainScheduled {
+                state.drainScheduled = true
+                scheduleDrain = true
+            }
             defer { state.writer = nil }
             return state.writer
         }
         writer?.resume()
+        if scheduleDrain { scheduleDrainAfterDelay() }
     }
 
     /// Whether the store takes writes now (the metric `imgw_archive_available`).
@@ -219,9 +247,12 @@ public final class MessageArchive: Sendable {
     /// Commits what is appended until cancelled, then commits what still waits, closes the
     /// store and returns. Also runs retention and the commit watchdog.
     public func run() async {
+        let blocking = store.blockingCommit != nil
         // The writer is not cancelled with this task: it commits what waits first (GRDB and
         // postgres-nio give up on a cancelled task's work).
-        let writer = Task { await self.write() }
+        let writer = Task {
+            if blocking { await self.writeBlocking() } else { await self.write() }
+        }
         await withTaskCancellationHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.watchdog() }
@@ -230,14 +261,76 @@ public final class MessageArchive: Sendable {
                 group.cancelAll()
             }
         } onCancel: {
-            let writer = state.withLock { state in
+            let (writer, drain) = state.withLock { state in
                 state.stopping = true
                 defer { state.writer = nil }
-                return state.writer
+                let drain = state.blockingStarted && !state.drainScheduled
+                if drain { state.drainScheduled = true }
+                return (state.writer, drain)
             }
             writer?.resume()
+            if drain { writerQueue.async { self.drain() } }
         }
         await store.close()
+        let commits = statistics.commits.load(ordering: .relaxed)
+        logger.notice("message archive closed", metadata: [
+            "archive": "\(store.description)", "stored": "\(statistics.stored.load(ordering: .relaxed))", "commits": "\(commits)",
+            "commit-ms": "\(commits > 0 ? statistics.commitNanoseconds.load(ordering: .relaxed) / commits / 1_000 : 0) µs mean",
+        ])
+    }
+
+    /// Schedules a drain once ``Settings/commitDelay`` has passed (at once without one).
+    private func scheduleDrainAfterDelay() {
+        let delay = settings.commitDelay.components
+        let nanoseconds = Int(delay.seconds) * 1_000_000_000 + Int(delay.attoseconds / 1_000_000_000)
+        if nanoseconds > 0 {
+            writerQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { self.drain() }
+        } else {
+            writerQueue.async { self.drain() }
+        }
+    }
+
+    /// A blocking store's writer: drains run on ``writerQueue`` as appends schedule them;
+    /// returns once stopping has left nothing to commit.
+    private func writeBlocking() async {
+        await withCheckedContinuation { continuation in
+            let drain = state.withLock { state -> Bool in
+                state.stopped = continuation
+                state.blockingStarted = true
+                guard !state.drainScheduled else { return false }
+                state.drainScheduled = true
+                return true
+            }
+            if drain { writerQueue.async { self.drain() } }
+        }
+    }
+
+    /// Commits batches until nothing waits (on ``writerQueue``); after a failure, comes back
+    /// at the retry time; stopping with nothing left, lets ``run()`` go on.
+    private func drain() {
+        guard let commit = store.blockingCommit else { return }
+        while true {
+            let now = Self.now()
+            let next = next(now: now) { state in
+                // Nothing waits: the next append schedules a drain.
+                state.drainScheduled = false
+                return .done
+            }
+            switch next {
+            case .batch(let batch):
+                let started = Self.now()
+                state.withLock { $0.inFlight = (started, batch.waiters, false) }
+                let result: Result<[AppendOutcome], any Error>
+                do { result = .success(try commit(batch.messages, batch.positions)) } catch { result = .failure(error) }
+                finish(batch, result, started: started)
+            case .wait(let until):
+                writerQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(min(until ?? now, UInt64(Int.max)) - now))) { self.drain() }
+                return
+            case .done:
+                if let stopped = state.withLock({ state in state.closed ? state.stopped.take() : nil }) { stopped.resume() }
+                return
+            }
+        }
     }
 
     private func write() async {
@@ -252,23 +345,28 @@ public final class MessageArchive: Sendable {
         case done
     }
 
+    /// What the writer does next at `now`: wait for the retry time after a failure (what waits
+    /// then are positions, and messages queued before it), commit a batch, close once stopping
+    /// with nothing left, or else what `idle` says.
+    private func next(now: UInt64, idle: (inout State) -> Next) -> Next {
+        state.withLock { state -> Next in
+            if case .unavailable(let until, _, _) = state.availability.state, now < until, !state.stopping {
+                return .wait(until: until)
+            }
+            if !state.queue.isEmpty { return .batch(state.queue.take(maxBatch: settings.maxBatch)) }
+            if state.stopping {
+                state.closed = true
+                return .done
+            }
+            return idle(&state)
+        }
+    }
+
     /// The next batch, once there is one; `nil` once stopping with nothing left.
     private func nextBatch() async -> GroupCommitQueue<Completion>.Batch? {
         while true {
             let now = Self.now()
-            let next = state.withLock { state -> Next in
-                // After a failure, nothing is tried before the retry time (what waits then
-                // are positions, and messages queued before the failure).
-                if case .unavailable(let until, _, _) = state.availability.state, now < until, !state.stopping {
-                    return .wait(until: until)
-                }
-                if !state.queue.isEmpty { return .batch(state.queue.take(maxBatch: settings.maxBatch)) }
-                if state.stopping {
-                    state.closed = true
-                    return .done
-                }
-                return .wait(until: nil)
-            }
+            let next = next(now: now) { _ in .wait(until: nil) }
             switch next {
             case .batch(let batch):
                 return batch
@@ -285,6 +383,8 @@ public final class MessageArchive: Sendable {
                     }
                     if ready { continuation.resume() }
                 }
+                // Woken from idle: what comes within the delay commits with it.
+                if settings.commitDelay > .zero { try? await Task.sleep(for: settings.commitDelay) }
             }
         }
     }
@@ -298,6 +398,12 @@ public final class MessageArchive: Sendable {
         } catch {
             result = .failure(error)
         }
+        finish(batch, result, started: started)
+    }
+
+    /// Tells a commit's waiters its outcome (unless the watchdog did), counts it, and marks
+    /// the store available or not.
+    private func finish(_ batch: GroupCommitQueue<Completion>.Batch, _ result: Result<[AppendOutcome], any Error>, started: UInt64) {
         let finished = Self.now()
         let told = state.withLock { state -> Bool in
             defer { state.inFlight = nil }
@@ -364,7 +470,9 @@ public final class MessageArchive: Sendable {
             try? await Task.sleep(for: .milliseconds(100))
             let now = Self.now()
             let late = state.withLock { state -> [Completion]? in
-                guard let inFlight = state.inFlight, !inFlight.timedOut, now - inFlight.started > limit else { return nil }
+                guard let inFlight = state.inFlight, !inFlight.timedOut, Self.isLate(started: inFlight.started, now: now, limit: limit) else {
+                    return nil
+                }
                 state.inFlight?.timedOut = true
                 // And what queued behind it: it would wait for the stuck commit, untold.
                 return inFlight.waiters + state.queue.drainMessages()
@@ -376,6 +484,12 @@ public final class MessageArchive: Sendable {
             statistics.refused.add(late.count, ordering: .relaxed)
             for waiter in late { waiter(.failure(refusal)) }
         }
+    }
+
+    /// Whether a commit that started at `started` has run longer than `limit` at `now`. A
+    /// commit that started after `now` was read (on another thread) is not late.
+    static func isLate(started: UInt64, now: UInt64, limit: UInt64) -> Bool {
+        now > started && now - started > limit
     }
 
     /// Deletes what is older than the retention, in short transactions, now and then.

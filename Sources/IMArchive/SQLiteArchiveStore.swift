@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// The archive of one gateway: a SQLite file in WAL mode, through GRDB (a `DatabasePool`:
 /// one writer and concurrent readers, so that catching a device up never waits for a
@@ -141,67 +142,194 @@ public final class SQLiteArchiveStore: ArchiveStore {
         try await pool.write { db in try Self.commit(messages, positions: positions, in: db) }
     }
 
-    /// The transaction's work (GRDB wraps it in BEGIN IMMEDIATE ... COMMIT).
-    static func commit(_ messages: [ArchiveMessage], positions: [DevicePosition], in db: Database) throws -> [AppendOutcome] {
-        var outcomes: [AppendOutcome] = []
-        outcomes.reserveCapacity(messages.count)
-        // Each stream's last offset, read once per transaction (the one writer holds it).
-        var last: [String: Int64] = [:]
-        let findMessage = try db.cachedStatement(sql: "SELECT id, fingerprint, server_time FROM message WHERE sender = ? AND message_id = ?")
-        let insertMessage = try db.cachedStatement(
-            sql: "INSERT INTO message(sender, message_id, fingerprint, server_time, body) VALUES (?, ?, ?, ?, ?)")
-        let readLast = try db.cachedStatement(sql: "SELECT last FROM stream WHERE name = ?")
-        let insertEntry = try db.cachedStatement(sql: "INSERT INTO entry(stream, offset, message, origin) VALUES (?, ?, ?, ?)")
-        for message in messages {
-            let fingerprint = Int64(bitPattern: message.fingerprint)
-            if let row = try Row.fetchOne(findMessage, arguments: [message.sender, message.messageID]) {
-                let id: Int64 = row[0]
-                guard row[1] as Int64 == fingerprint else {
-                    outcomes.append(.reused)
-                    continue
-                }
-                let copies = try Row.fetchAll(db, sql: "SELECT stream, offset, origin FROM entry WHERE message = ?", arguments: [id])
-                outcomes.append(.duplicate(
-                    copies.map { StoredCopy(stream: $0[0], offset: UInt64($0[1] as Int64), origin: $0[2]) },
-                    serverTime: UInt64(row[2] as Int64)))
-                continue
+    /// The same, on the calling thread (GRDB's writer queue runs it there when it is free).
+    public var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? {
+        let pool = self.pool
+        return { messages, positions in try pool.write { db in try Self.commit(messages, positions: positions, in: db) } }
+    }
+
+    /// Rows per multi-row statement: a batch takes a few statements, not a few per message.
+    static let chunk = 64
+
+    /// `prefix` followed by `count` copies of `row`, comma-separated: the SQL of a multi-row
+    /// statement (``chunk`` of each kind at most, so each is prepared once and cached).
+    static func rows(_ prefix: String, _ row: String, _ count: Int, _ suffix: String = "") -> String {
+        prefix + Array(repeating: row, count: count).joined(separator: ",") + suffix
+    }
+
+    /// A value bound to a statement through SQLite's API.
+    enum Value {
+        case text(String)
+        case integer(Int64)
+        case blob([UInt8])
+        case null
+    }
+
+    /// SQLite's "copy the value" destructor.
+    static let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+
+    /// Binds `values` to `statement` (prepared by GRDB, reset first) through SQLite's API:
+    /// GRDB's arguments cost more than the inserts.
+    static func bind(_ values: ArraySlice<Value>, to statement: Statement) {
+        let handle = statement.sqliteStatement
+        sqlite3_reset(handle)
+        var index: Int32 = 1
+        for value in values {
+            switch value {
+            case .text(let text): sqlite3_bind_text(handle, index, text, -1, transient)
+            case .integer(let number): sqlite3_bind_int64(handle, index, number)
+            case .blob(let bytes): bytes.withUnsafeBytes { sqlite3_bind_blob(handle, index, $0.baseAddress, Int32($0.count), transient) }
+            case .null: sqlite3_bind_null(handle, index)
             }
-            try insertMessage.execute(arguments: [
-                message.sender, message.messageID, fingerprint, Int64(clamping: message.serverTime), Data(message.body),
-            ])
-            let id = db.lastInsertedRowID
+            index += 1
+        }
+    }
+
+    /// Runs `sql(n)` for each chunk of `values` (each row `width` values), prepared once
+    /// (GRDB's cache), bound and stepped through SQLite's API.
+    static func executeChunked(_ db: Database, width: Int, _ values: [Value], _ sql: (Int) -> String) throws {
+        var start = 0
+        while start < values.count {
+            let end = min(values.count, start + chunk * width)
+            let statement = try db.cachedStatement(sql: sql((end - start) / width))
+            bind(values[start..<end], to: statement)
+            let code = sqlite3_step(statement.sqliteStatement)
+            sqlite3_reset(statement.sqliteStatement)
+            guard code == SQLITE_DONE else {
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
+            }
+            start = end
+        }
+    }
+
+    /// One result row of a statement stepped through SQLite's API.
+    struct RawRow {
+        let handle: OpaquePointer
+
+        subscript(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+        subscript(_ column: Int32) -> String { sqlite3_column_text(handle, column).map { String(cString: $0) } ?? "" }
+        subscript(_ column: Int32) -> String? {
+            sqlite3_column_type(handle, column) == SQLITE_NULL ? nil : sqlite3_column_text(handle, column).map { String(cString: $0) }
+        }
+    }
+
+    /// The rows of `sql(n)` for each chunk of `values` (each row `width` values), stepped
+    /// through SQLite's API (GRDB would check its own, empty, arguments against the statement).
+    static func selectChunked(_ db: Database, width: Int, _ values: [Value], _ sql: (Int) -> String, _ row: (RawRow) -> Void) throws {
+        var start = 0
+        while start < values.count {
+            let end = min(values.count, start + chunk * width)
+            let statement = try db.cachedStatement(sql: sql((end - start) / width))
+            let handle = statement.sqliteStatement
+            bind(values[start..<end], to: statement)
+            defer { sqlite3_reset(handle) }
+            while true {
+                let code = sqlite3_step(handle)
+                if code == SQLITE_DONE { break }
+                guard code == SQLITE_ROW else {
+                    throw DatabaseError(
+                        resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
+                }
+                row(RawRow(handle: handle))
+            }
+            start = end
+        }
+    }
+
+    private struct Key: Hashable {
+        var sender: String
+        var id: String
+    }
+
+    /// The transaction's work (GRDB wraps it in BEGIN IMMEDIATE ... COMMIT), a few multi-row
+    /// statements per batch: find the messages stored before, give the new ones their ids and
+    /// offsets (the one writer holds the database), insert them and their entries, move the
+    /// streams' counters, save the positions.
+    static func commit(_ messages: [ArchiveMessage], positions: [DevicePosition], in db: Database) throws -> [AppendOutcome] {
+        var outcomes = [AppendOutcome?](repeating: nil, count: messages.count)
+        // 1. Messages stored before (resends, reused ids).
+        var known: [Key: (id: Int64, fingerprint: Int64, serverTime: Int64)] = [:]
+        try selectChunked(db, width: 2, messages.flatMap { [.text($0.sender), .text($0.messageID)] as [Value] }, {
+            rows("SELECT m.id, m.sender, m.message_id, m.fingerprint, m.server_time FROM (VALUES ", "(?, ?)", $0,
+                 ") AS k JOIN message m ON m.sender = k.column1 AND m.message_id = k.column2")
+        }) { row in known[Key(sender: row[1], id: row[2])] = (row[0], row[3], row[4]) }
+        // 2. New messages get the next ids; a repeat within the batch is a duplicate of the first.
+        var nextID = (try Int64.fetchOne(db, sql: "SELECT max(id) FROM message") ?? 0) + 1
+        var ids = [Int64](repeating: 0, count: messages.count)
+        var firstInBatch: [Key: Int] = [:]
+        var messageValues: [Value] = []
+        messageValues.reserveCapacity(messages.count * 6)
+        var streams = Set<String>()
+        for (index, message) in messages.enumerated() {
+            let key = Key(sender: message.sender, id: message.messageID)
+            let fingerprint = Int64(bitPattern: message.fingerprint)
+            if let stored = known[key] {
+                outcomes[index] = stored.fingerprint == fingerprint ? .duplicate([], serverTime: UInt64(stored.serverTime)) : .reused
+                ids[index] = stored.id
+            } else if let earlier = firstInBatch[key] {
+                outcomes[index] = messages[earlier].fingerprint == message.fingerprint
+                    ? .duplicate([], serverTime: messages[earlier].serverTime) : .reused
+                ids[index] = ids[earlier]
+            } else {
+                firstInBatch[key] = index
+                ids[index] = nextID
+                messageValues += [
+                    .integer(nextID), .text(message.sender), .text(message.messageID), .integer(fingerprint),
+                    .integer(Int64(clamping: message.serverTime)), .blob(message.body),
+                ]
+                nextID += 1
+                for copy in message.copies { streams.insert(copy.stream) }
+            }
+        }
+        try executeChunked(db, width: 6, messageValues) {
+            rows("INSERT INTO message(id, sender, message_id, fingerprint, server_time, body) VALUES ", "(?, ?, ?, ?, ?, ?)", $0)
+        }
+        // 3. Each stream's last offset, read once, moved on copy by copy in the batch's order.
+        var last: [String: Int64] = [:]
+        let names = Array(streams)
+        try selectChunked(db, width: 1, names.map { .text($0) }, { rows("SELECT name, last FROM stream WHERE name IN (", "?", $0, ")") }) { row in
+            last[row[0]] = row[1]
+        }
+        var entryValues: [Value] = []
+        entryValues.reserveCapacity(firstInBatch.count * 8)
+        for (index, message) in messages.enumerated() where outcomes[index] == nil {
             var offsets: [UInt64] = []
             offsets.reserveCapacity(message.copies.count)
             for copy in message.copies {
-                let previous: Int64
-                if let known = last[copy.stream] {
-                    previous = known
-                } else {
-                    previous = try Int64.fetchOne(readLast, arguments: [copy.stream]) ?? 0
-                }
-                let offset = previous + 1
+                let offset = (last[copy.stream] ?? 0) + 1
                 last[copy.stream] = offset
-                try insertEntry.execute(arguments: [copy.stream, offset, id, copy.origin])
+                entryValues += [.text(copy.stream), .integer(offset), .integer(ids[index]), copy.origin.map { .text($0) } ?? .null]
                 offsets.append(UInt64(offset))
             }
-            outcomes.append(.stored(offsets))
+            outcomes[index] = .stored(offsets)
         }
-        if !last.isEmpty {
-            let saveLast = try db.cachedStatement(
-                sql: "INSERT INTO stream(name, last) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET last = excluded.last")
-            for (stream, offset) in last { try saveLast.execute(arguments: [stream, offset]) }
+        try executeChunked(db, width: 4, entryValues) { rows("INSERT INTO entry(stream, offset, message, origin) VALUES ", "(?, ?, ?, ?)", $0) }
+        try executeChunked(db, width: 2, names.flatMap { [.text($0), .integer(last[$0]!)] as [Value] }) {
+            rows("INSERT INTO stream(name, last) VALUES ", "(?, ?)", $0, " ON CONFLICT(name) DO UPDATE SET last = excluded.last")
         }
-        if !positions.isEmpty {
-            let now = Int64(Date().timeIntervalSince1970 * 1000)
-            let save = try db.cachedStatement(sql: """
-                INSERT INTO position(user, device, offset, updated) VALUES (?, ?, ?, ?)
-                ON CONFLICT(user, device) DO UPDATE SET offset = max(offset, excluded.offset), updated = excluded.updated
-                """)
-            for position in positions {
-                try save.execute(arguments: [position.user, position.device, Int64(clamping: position.offset), now])
+        // 4. Where the duplicates' copies are (a repeat within the batch: the copies just made).
+        var duplicates: [Int: Int64] = [:]
+        for (index, outcome) in outcomes.enumerated() { if case .duplicate? = outcome { duplicates[index] = ids[index] } }
+        if !duplicates.isEmpty {
+            var copies: [Int64: [StoredCopy]] = [:]
+            try selectChunked(db, width: 1, Array(Set(duplicates.values)).map { .integer($0) }, {
+                rows("SELECT message, stream, offset, origin FROM entry WHERE message IN (", "?", $0, ")")
+            }) { row in copies[row[0], default: []].append(StoredCopy(stream: row[1], offset: UInt64(row[2] as Int64), origin: row[3])) }
+            for (index, id) in duplicates {
+                if case .duplicate(_, let serverTime)? = outcomes[index] { outcomes[index] = .duplicate(copies[id] ?? [], serverTime: serverTime) }
             }
         }
-        return outcomes
+        // 5. Positions (one per device in a batch), never moved back.
+        if !positions.isEmpty {
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let values = positions.flatMap { [.text($0.user), .text($0.device), .integer(Int64(clamping: $0.offset)), .integer(now)] as [Value] }
+            try executeChunked(db, width: 4, values) {
+                rows("INSERT INTO position(user, device, offset, updated) VALUES ", "(?, ?, ?, ?)", $0,
+                     " ON CONFLICT(user, device) DO UPDATE SET offset = max(offset, excluded.offset), updated = excluded.updated")
+            }
+        }
+        return outcomes.map { $0! }
     }
 
     public func read(stream: String, after: UInt64, through: UInt64, limit: Int) async throws -> [StoredEntry] {

@@ -150,6 +150,16 @@ struct MessageArchiveTests {
         }
     }
 
+    @Test("a commit that started after the watchdog read the clock is not late, and does not crash it")
+    func lateness() {
+        // The watchdog reads the clock, then the commit in flight: a commit started between
+        // the two began after "now". That once overflowed and crashed imgw under load.
+        #expect(!MessageArchive.isLate(started: 2_000, now: 1_000, limit: 500))
+        #expect(!MessageArchive.isLate(started: 1_000, now: 1_000, limit: 0))
+        #expect(!MessageArchive.isLate(started: 1_000, now: 1_500, limit: 500))
+        #expect(MessageArchive.isLate(started: 1_000, now: 1_501, limit: 500))
+    }
+
     @Test("a commit that takes longer than the write timeout is refused without waiting for it")
     func slowCommit() async throws {
         try await Self.withArchive(.init(writeTimeout: .milliseconds(300), retention: nil)) { archive, store in

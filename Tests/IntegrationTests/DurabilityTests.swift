@@ -47,7 +47,8 @@ struct DurabilityTests {
     func offlineDeviceGetsEverything(crash: Crash) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-durable-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        // Removed after the gateways and brokers are stopped (their pid files are in it).
+        TestResources.track { try? FileManager.default.removeItem(at: directory) }
         let setup = EmbeddedGateway.Setup(directory: directory, tlvPort: freePort(), brokerPort: freePort(), metricsPort: freePort())
         let minter = TokenMinter(secret: IMGWProcess.secret)
         var gateway = try await EmbeddedGateway.start(setup)
@@ -98,7 +99,8 @@ struct DurabilityTests {
     func clientSurfacesEachOnce(crash: Crash) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-durable-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
+        // Removed after the gateways and brokers are stopped (their pid files are in it).
+        TestResources.track { try? FileManager.default.removeItem(at: directory) }
         let setup = EmbeddedGateway.Setup(directory: directory, tlvPort: freePort(), brokerPort: freePort(), metricsPort: freePort())
         var gateway = try await EmbeddedGateway.start(setup)
         let bob = try await ClientReliabilityTests.client("bob", port: setup.tlvPort)

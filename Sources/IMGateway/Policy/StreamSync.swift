@@ -223,7 +223,12 @@ struct StreamSync: Sendable {
     }
 
     /// Whether a gap is open (the connection checks it again after ``gapRepairDelay``).
-    var hasGap: Bool { (lowestAbove ?? 0) > position + 1 }
+    /// (Asked at every live delivery: while the next offset is given, which is the usual case,
+    /// it costs a lookup.)
+    var hasGap: Bool {
+        guard !given.contains(position + 1) else { return false }
+        return !done.isEmpty || given.contains { $0 > position + 1 }
+    }
 
     private var lowestAbove: UInt64? {
         switch (done.min(), given.filter { $0 > position }.min()) {

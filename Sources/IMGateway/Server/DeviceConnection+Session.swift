@@ -339,7 +339,10 @@ extension DeviceConnection {
         guard let session else { return }
         switch outcome {
         case .success:
-            gateway.dedup.record(user: session.user, id: ticket.messageID, fingerprint: ticket.fingerprint, serverTime: ticket.serverTime)
+            // (With the archive, it knows every message: the window is not used.)
+            if archiveLink == nil {
+                gateway.dedup.record(user: session.user, id: ticket.messageID, fingerprint: ticket.fingerprint, serverTime: ticket.serverTime)
+            }
             if let notification = ticket.push { gateway.push?.chatAccepted(notification) }
             write(Ack(sequence: ticket.sequence, messageID: ticket.messageID, serverTime: ticket.serverTime, streamOffset: ticket.streamOffset)
                 .frame(timestamp: timestamp, sessionID: ticket.sessionID))
