@@ -11,6 +11,8 @@ import ArgumentParser
 ///   idle CPU of the gateway process.
 /// - `imbench weak`: chat through a fault-injecting proxy (latency, stalls, cuts): delivered
 ///   %, duplicates, order, reconnect times.
+/// - `imbench archive`: the message archive alone: messages/s, CPU and bytes per message.
+/// - `imbench catchup`: a device catching up at login on what it missed (from the archive).
 /// - `imbench group`: group fan-out (groups of N, some members offline) through `imgw`, beside
 ///   raw libmosquitto publishing per member and the broker fanning out.
 ///
@@ -23,5 +25,8 @@ struct IMBench: AsyncParsableCommand {
         commandName: "imbench",
         abstract: "Benchmarks for the IM gateway: codec, chat throughput and latency, connections.",
         discussion: "Progress goes to stderr; each subcommand prints one JSON line with its results on stdout.",
-        subcommands: [WireCommand.self, ChatCommand.self, MQTTCommand.self, ConnectCommand.self, WeakCommand.self, GroupCommand.self])
+        subcommands: [
+            WireCommand.self, ChatCommand.self, MQTTCommand.self, ConnectCommand.self, WeakCommand.self, GroupCommand.self,
+            ArchiveCommand.self, CatchUpCommand.self,
+        ])
 }

@@ -113,10 +113,10 @@ struct ChatCommand: AsyncParsableCommand {
                 if rounds > 1 { Log.info(Self.roundSummary(round: round, of: rounds, gateway: gateway.last, direct: direct.last)) }
             }
         } catch {
-            let diagnostics = env.diagnostics
+            let failure = env.failure(error)
             await env.shutdown()
             try? await group.shutdownGracefully()
-            throw BenchError("\(error)" + (diagnostics.isEmpty ? "" : " (\(diagnostics))"))
+            throw failure
         }
         await env.shutdown()
         try? await group.shutdownGracefully()
@@ -157,6 +157,7 @@ struct ChatCommand: AsyncParsableCommand {
         var json = JSONLine()
         json.add("benchmark", "chat")
         json.add(settings)
+        if environment.gateway == nil { json.add("archive", environment.archive.hasPrefix("postgres") ? "postgres" : environment.archive) }
         if rounds > 1 { json.add("rounds", rounds) }
         json.add("gateway_msgs_per_s", gateway?.messagesPerSecond, decimals: 0)
         json.add("direct_msgs_per_s", direct?.messagesPerSecond, decimals: 0)

@@ -56,10 +56,10 @@ struct ConnectCommand: AsyncParsableCommand {
             try? await group.shutdownGracefully()
             json.print()
         } catch {
-            let diagnostics = env.diagnostics
+            let failure = env.failure(error)
             await env.shutdown()
             try? await group.shutdownGracefully()
-            throw BenchError("\(error)" + (diagnostics.isEmpty ? "" : " (\(diagnostics))"))
+            throw failure
         }
     }
 

@@ -83,7 +83,7 @@ struct BenchEnvironment: Sendable {
             Log.info("starting imgw...")
             let gateway = try await BenchGateway.start(
                 executable: options.imgw ?? BenchGateway.defaultExecutable(), broker: broker, secret: secret,
-                in: directory, extraLines: gatewayLines, echo: options.verbose)
+                in: directory, extraLines: gatewayLines + [options.archiveLine(in: directory)], echo: options.verbose)
             Log.info("imgw up on \(gateway.endpoint) (pid \(gateway.process.pid))")
             return BenchEnvironment(
                 broker: broker, gateway: gateway.endpoint, secret: secret, brokerProcess: brokerProcess,
@@ -107,5 +107,26 @@ struct BenchEnvironment: Sendable {
         if let gatewayProcess { parts.append("imgw: \(gatewayProcess.output.last(5))") }
         if let brokerProcess { parts.append("mosquitto: \(brokerProcess.output.last(3))") }
         return parts.joined(separator: "; ")
+    }
+
+    /// `error` as the command's failure, with the last lines the processes printed.
+    func failure(_ error: any Error) -> BenchError {
+        let diagnostics = diagnostics
+        return BenchError("\(error)" + (diagnostics.isEmpty ? "" : " (\(diagnostics))"))
+    }
+
+    /// Starts an environment, prints the line `measure` returns, and stops the environment
+    /// whatever happens (a failure carries what its processes printed).
+    static func measure(_ options: EnvironmentOptions, _ measure: (BenchEnvironment) async throws -> JSONLine) async throws {
+        let env = try await start(options)
+        do {
+            let json = try await measure(env)
+            await env.shutdown()
+            json.print()
+        } catch {
+            let failure = env.failure(error)
+            await env.shutdown()
+            throw failure
+        }
     }
 }

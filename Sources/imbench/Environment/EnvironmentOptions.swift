@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// Where the broker and the gateway run; by default imbench starts both.
 struct EnvironmentOptions: ParsableArguments {
@@ -23,8 +24,26 @@ struct EnvironmentOptions: ParsableArguments {
     @Option(help: "The imgw executable to start (default: the imgw next to imbench).")
     var imgw: String?
 
+    @Option(help: "The message archive of the imgw imbench starts: sqlite (a file in the run's directory; the default), sqlite-full (sync: full), none, or a postgres:// URL.")
+    var archive = "sqlite"
+
+    @Option(help: "archive.commit_delay_ms of the imgw imbench starts (default: imgw's).")
+    var archiveCommitDelayMs: Int?
+
     @Flag(help: "Copy what mosquitto and imgw print to stderr.")
     var verbose = false
+
+    /// The `archive:` line of the imgw imbench starts, its file in `directory`.
+    func archiveLine(in directory: URL) -> String {
+        let file = directory.appendingPathComponent("archive.sqlite").path
+        let delay = archiveCommitDelayMs.map { ", commit_delay_ms: \($0)" } ?? ""
+        switch archive {
+        case "none": return "archive: {store: none}"
+        case "sqlite-full": return "archive: {path: '\(file)', sync: full\(delay)}"
+        case let url where url.hasPrefix("postgres"): return "archive: {url: '\(url)'\(delay)}"
+        default: return "archive: {path: '\(file)'\(delay)}"
+        }
+    }
 
     func validate() throws {
         if gateway != nil && secret == nil {
@@ -38,6 +57,9 @@ struct EnvironmentOptions: ParsableArguments {
         }
         if secret != nil && gateway == nil {
             throw ValidationError("--secret is only used with --gateway")
+        }
+        guard ["sqlite", "sqlite-full", "none"].contains(archive) || archive.hasPrefix("postgres://") || archive.hasPrefix("postgresql://") else {
+            throw ValidationError("--archive is sqlite, sqlite-full, none or a postgres:// URL, not \(archive)")
         }
     }
 }

@@ -163,11 +163,11 @@ struct GroupCommand: AsyncParsableCommand {
                 results.append((settings, combined))
             }
         } catch {
-            let diagnostics = env.diagnostics
+            let failure = env.failure(error)
             await api.shutdown()
             await env.shutdown()
             try? await loopGroup.shutdownGracefully()
-            throw BenchError("\(error)" + (diagnostics.isEmpty ? "" : " (\(diagnostics))"))
+            throw failure
         }
         await api.shutdown()
         await env.shutdown()

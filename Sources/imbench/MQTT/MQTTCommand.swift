@@ -81,9 +81,9 @@ struct MQTTCommand: AsyncParsableCommand {
                 Log.info("round \(round)/\(rounds): raw \(Int(raw.last!.messagesPerSecond.rounded())) msg/s, " + line.joined(separator: ", "))
             }
         } catch {
-            let diagnostics = env.diagnostics
+            let failure = env.failure(error)
             await env.shutdown()
-            throw BenchError("\(error)" + (diagnostics.isEmpty ? "" : " (\(diagnostics))"))
+            throw failure
         }
         await env.shutdown()
         output(settings, apis: apis, raw: raw, wrapped: wrapped)

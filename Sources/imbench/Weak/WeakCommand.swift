@@ -98,16 +98,7 @@ struct WeakCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let env = try await BenchEnvironment.start(environment)
-        do {
-            let json = try await measure(env)
-            await env.shutdown()
-            json.print()
-        } catch {
-            let diagnostics = env.diagnostics
-            await env.shutdown()
-            throw BenchError("\(error)" + (diagnostics.isEmpty ? "" : " (\(diagnostics))"))
-        }
+        try await BenchEnvironment.measure(environment) { try await measure($0) }
     }
 
     private func measure(_ env: BenchEnvironment) async throws -> JSONLine {
