@@ -41,10 +41,16 @@ public protocol ArchiveStore: Sendable {
     /// without the task switches of awaiting it. `nil` (the default): the archive awaits
     /// ``commit(_:positions:)``.
     var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? { get }
+
+    /// Work a store with ``blockingCommit`` does on the writer's thread when no message
+    /// waits (SQLite: the end of a checkpoint). It must be short, and cheap when there is
+    /// nothing to do: it runs after every batch that empties the queue.
+    var blockingIdle: (@Sendable () -> Void)? { get }
 }
 
 extension ArchiveStore {
     public var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? { nil }
+    public var blockingIdle: (@Sendable () -> Void)? { nil }
 }
 
 /// What a store holds.

@@ -32,6 +32,8 @@ struct GroupCommitQueue<Waiter> {
     var count: Int { messages.count }
     /// Whether nothing waits.
     var isEmpty: Bool { messages.isEmpty && positions.isEmpty }
+    /// Whether positions wait.
+    var hasPositions: Bool { !positions.isEmpty }
 
     mutating func append(_ message: ArchiveMessage, waiter: Waiter) {
         messages.append(Pending(message: message, waiter: waiter))

@@ -35,6 +35,9 @@ public final class MessageArchive: Sendable {
         /// index), so small commits cost far more per message than large ones. A message
         /// waits at most this plus the commit before its own and its own.
         public var commitDelay: Duration
+        /// How long a saved position waits for a message to commit with before it commits on
+        /// its own (when the session ends, it does not wait).
+        public var positionDelay: Duration
         /// How long a commit may take before its messages are refused.
         public var writeTimeout: Duration
         /// How long a read (catching a device up) may take before it is given up.
@@ -48,11 +51,13 @@ public final class MessageArchive: Sendable {
 
         /// Settings; the defaults are `archive`'s in config/imgw.yaml.
         public init(
-            maxBatch: Int = 512, commitDelay: Duration = .milliseconds(1), writeTimeout: Duration = .seconds(5), readTimeout: Duration = .seconds(5),
+            maxBatch: Int = 512, commitDelay: Duration = .microseconds(500), positionDelay: Duration = .seconds(1),
+            writeTimeout: Duration = .seconds(5), readTimeout: Duration = .seconds(5),
             retention: Duration? = .seconds(30 * 86_400), retentionBatch: Int = 1_000, retentionInterval: Duration = .seconds(60)
         ) {
             self.maxBatch = maxBatch
             self.commitDelay = commitDelay
+            self.positionDelay = positionDelay
             self.writeTimeout = writeTimeout
             self.readTimeout = readTimeout
             self.retention = retention
@@ -88,6 +93,11 @@ public final class MessageArchive: Sendable {
         /// and a drain of the queue is scheduled on ``writerQueue`` or running.
         var blockingStarted = false
         var drainScheduled = false
+        /// The positions that wait commit with the next batch even without a message (their
+        /// ``Settings/positionDelay`` has passed, or a session ended).
+        var positionsDue = false
+        /// A timer will make the positions due.
+        var positionTimer = false
         /// ``run()``, waiting for a blocking store's writer to stop.
         var stopped: CheckedContinuation<Void, Never>?
     }
@@ -126,10 +136,7 @@ public final class MessageArchive: Sendable {
                 return (.unavailable("the message archive is unavailable: a commit has not ended for \(settings.writeTimeout) or more", retryAfter: 1_000), nil)
             }
             state.queue.append(message, waiter: completion)
-            if state.blockingStarted && !state.drainScheduled {
-                state.drainScheduled = true
-                scheduleDrain = true
-            }
+            scheduleDrain = Self.claimDrain(&state)
             defer { state.writer = nil }
             return (nil, state.writer)
         }
@@ -149,24 +156,65 @@ public final class MessageArchive: Sendable {
         return try result.get()
     }
 
-    /// Saves a device's position with the next commit (a later save of the same device
-    /// replaces it; a position never moves back). A position lost to a failure is saved with
-    /// the next commit that succeeds; one lost to a crash costs the device repeats, which it
-    /// de-duplicates.
-    public func savePosition(_ position: DevicePosition) {
+    /// Saves a device's position with the next commit of a message, or after
+    /// ``Settings/positionDelay`` (at once, that is after ``Settings/commitDelay``, when
+    /// `promptly`: a session that ends). A later save of the same device replaces it; a
+    /// position never moves back. A position lost to a failure is saved with the next commit
+    /// that succeeds; one lost to a crash costs the device repeats, which it de-duplicates.
+    public func savePosition(_ position: DevicePosition, promptly: Bool = false) {
         var scheduleDrain = false
+        var scheduleTimer = false
         let writer = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.closed else { return nil }
             state.queue.save(position)
-            if state.blockingStarted && !state.drainScheduled {
-                state.drainScheduled = true
-                scheduleDrain = true
+            guard promptly else {
+                scheduleTimer = !state.positionTimer && !state.positionsDue
+                if scheduleTimer { state.positionTimer = true }
+                return nil
             }
+            state.positionsDue = true
+            scheduleDrain = Self.claimDrain(&state)
             defer { state.writer = nil }
             return state.writer
         }
         writer?.resume()
         if scheduleDrain { scheduleDrainAfterDelay() }
+        if scheduleTimer {
+            writerQueue.asyncAfter(deadline: .now() + Self.dispatchInterval(settings.positionDelay)) { self.positionsNowDue() }
+        }
+    }
+
+    /// The positions' timer: they commit now, with or without a message.
+    private func positionsNowDue() {
+        var scheduleDrain = false
+        let writer = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.positionTimer = false
+            guard !state.closed, state.queue.hasPositions else { return nil }
+            state.positionsDue = true
+            scheduleDrain = Self.claimDrain(&state)
+            defer { state.writer = nil }
+            return state.writer
+        }
+        writer?.resume()
+        if scheduleDrain { writerQueue.async { self.drain() } }
+    }
+
+    /// Whether the caller is to schedule a drain of a blocking store's writer (none is).
+    private static func claimDrain(_ state: inout State) -> Bool {
+        guard state.blockingStarted && !state.drainScheduled else { return false }
+        state.drainScheduled = true
+        return true
+    }
+
+    /// Whether a batch is to be committed now: messages wait, or positions that are due (or
+    /// the archive is stopping).
+    private static func hasWork(_ state: borrowing State) -> Bool {
+        state.queue.count > 0 || (state.queue.hasPositions && (state.positionsDue || state.stopping))
+    }
+
+    static func dispatchInterval(_ duration: Duration) -> DispatchTimeInterval {
+        let components = duration.components
+        return .nanoseconds(Int(components.seconds) * 1_000_000_000 + Int(components.attoseconds / 1_000_000_000))
     }
 
     /// Whether the store takes writes now (the metric `imgw_archive_available`).
@@ -281,10 +329,8 @@ public final class MessageArchive: Sendable {
 
     /// Schedules a drain once ``Settings/commitDelay`` has passed (at once without one).
     private func scheduleDrainAfterDelay() {
-        let delay = settings.commitDelay.components
-        let nanoseconds = Int(delay.seconds) * 1_000_000_000 + Int(delay.attoseconds / 1_000_000_000)
-        if nanoseconds > 0 {
-            writerQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { self.drain() }
+        if settings.commitDelay > .zero {
+            writerQueue.asyncAfter(deadline: .now() + Self.dispatchInterval(settings.commitDelay)) { self.drain() }
         } else {
             writerQueue.async { self.drain() }
         }
@@ -327,7 +373,11 @@ public final class MessageArchive: Sendable {
                 writerQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(min(until ?? now, UInt64(Int.max)) - now))) { self.drain() }
                 return
             case .done:
-                if let stopped = state.withLock({ state in state.closed ? state.stopped.take() : nil }) { stopped.resume() }
+                if let stopped = state.withLock({ state in state.closed ? state.stopped.take() : nil }) {
+                    stopped.resume()
+                } else {
+                    store.blockingIdle?()
+                }
                 return
             }
         }
@@ -353,7 +403,10 @@ public final class MessageArchive: Sendable {
             if case .unavailable(let until, _, _) = state.availability.state, now < until, !state.stopping {
                 return .wait(until: until)
             }
-            if !state.queue.isEmpty { return .batch(state.queue.take(maxBatch: settings.maxBatch)) }
+            if Self.hasWork(state) {
+                state.positionsDue = false
+                return .batch(state.queue.take(maxBatch: settings.maxBatch))
+            }
             if state.stopping {
                 state.closed = true
                 return .done
@@ -377,7 +430,7 @@ public final class MessageArchive: Sendable {
             case .wait(nil):
                 await withCheckedContinuation { continuation in
                     let ready = state.withLock { state in
-                        guard state.queue.isEmpty, !state.stopping else { return true }
+                        guard !Self.hasWork(state), !state.stopping else { return true }
                         state.writer = continuation
                         return false
                     }

@@ -27,14 +27,16 @@ public final class SQLiteArchiveStore: ArchiveStore {
     /// The database file.
     public let path: String
     private let pool: DatabasePool
+    private let checkpointer: WALCheckpointer
 
     public var description: String { "sqlite \(path)" }
 
     /// What `meta.kind` says in a file that is an imgw archive.
     static let kind = "imgw-archive"
 
-    private init(pool: DatabasePool, path: String, epoch: ArchiveEpoch) {
+    private init(pool: DatabasePool, checkpointer: WALCheckpointer, path: String, epoch: ArchiveEpoch) {
         self.pool = pool
+        self.checkpointer = checkpointer
         self.path = path
         self.epoch = epoch
     }
@@ -64,6 +66,10 @@ public final class SQLiteArchiveStore: ArchiveStore {
             // The WAL is truncated back to this size after a checkpoint (it would otherwise
             // keep the size of its largest burst).
             try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
+            // Checkpoints are the checkpointer's (``WALCheckpointer``): SQLite's own would copy
+            // the whole WAL inside the commit that crosses its threshold, holding that commit
+            // and every chat waiting on it.
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
         }
         let pool: DatabasePool
         do {
@@ -73,7 +79,8 @@ public final class SQLiteArchiveStore: ArchiveStore {
         }
         do {
             let epoch = try Self.migrate(pool)
-            return SQLiteArchiveStore(pool: pool, path: path, epoch: epoch)
+            let checkpointer = try WALCheckpointer(path: path, configuration: configuration)
+            return SQLiteArchiveStore(pool: pool, checkpointer: checkpointer, path: path, epoch: epoch)
         } catch let error as ArchiveError {
             throw error
         } catch let error as DatabaseError where error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT {
@@ -139,13 +146,51 @@ public final class SQLiteArchiveStore: ArchiveStore {
     ]
 
     public func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome] {
-        try await pool.write { db in try Self.commit(messages, positions: positions, in: db) }
+        try await pool.writeWithoutTransaction { db in try Self.transaction(messages, positions: positions, in: db) }
     }
 
     /// The same, on the calling thread (GRDB's writer queue runs it there when it is free).
     public var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? {
         let pool = self.pool
-        return { messages, positions in try pool.write { db in try Self.commit(messages, positions: positions, in: db) } }
+        return { messages, positions in try pool.writeWithoutTransaction { db in try Self.transaction(messages, positions: positions, in: db) } }
+    }
+
+    /// ``commit(_:positions:in:)`` in a transaction of its own (BEGIN IMMEDIATE ... COMMIT,
+    /// prepared once; rolled back when anything fails).
+    static func transaction(_ messages: [ArchiveMessage], positions: [DevicePosition], in db: Database) throws -> [AppendOutcome] {
+        try step(db.cachedStatement(sql: "BEGIN IMMEDIATE"), in: db)
+        do {
+            let outcomes = try commit(messages, positions: positions, in: db)
+            try step(db.cachedStatement(sql: "COMMIT"), in: db)
+            return outcomes
+        } catch {
+            if sqlite3_get_autocommit(db.sqliteConnection) == 0 { try? db.execute(sql: "ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// Runs a statement without results through SQLite's API.
+    static func step(_ statement: Statement, in db: Database) throws {
+        let code = sqlite3_step(statement.sqliteStatement)
+        sqlite3_reset(statement.sqliteStatement)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
+        }
+    }
+
+    /// What the writer does when nothing waits: finishes a checkpoint the checkpointer has
+    /// all but done, so that the next commit starts the WAL over.
+    public var blockingIdle: (@Sendable () -> Void)? {
+        let pool = self.pool
+        let checkpointer = self.checkpointer
+        return { checkpointer.finish(on: pool) }
+    }
+
+    /// Checkpoints so far: those the writer finished (each let the WAL start over), and
+    /// those that held the writer to empty a WAL that had grown too long.
+    public var checkpoints: (finished: Int, truncated: Int) {
+        (checkpointer.finished.load(ordering: .relaxed), checkpointer.truncated.load(ordering: .relaxed))
     }
 
     /// Rows per multi-row statement: a batch takes a few statements, not a few per message.
@@ -193,12 +238,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
             let end = min(values.count, start + chunk * width)
             let statement = try db.cachedStatement(sql: sql((end - start) / width))
             bind(values[start..<end], to: statement)
-            let code = sqlite3_step(statement.sqliteStatement)
-            sqlite3_reset(statement.sqliteStatement)
-            guard code == SQLITE_DONE else {
-                throw DatabaseError(
-                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)), sql: statement.sql)
-            }
+            try step(statement, in: db)
             start = end
         }
     }
@@ -255,7 +295,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
                  ") AS k JOIN message m ON m.sender = k.column1 AND m.message_id = k.column2")
         }) { row in known[Key(sender: row[1], id: row[2])] = (row[0], row[3], row[4]) }
         // 2. New messages get the next ids; a repeat within the batch is a duplicate of the first.
-        var nextID = (try Int64.fetchOne(db, sql: "SELECT max(id) FROM message") ?? 0) + 1
+        var nextID = (try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(id) FROM message")) ?? 0) + 1
         var ids = [Int64](repeating: 0, count: messages.count)
         var firstInBatch: [Key: Int] = [:]
         var messageValues: [Value] = []
@@ -401,6 +441,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
     }
 
     public func close() async {
+        checkpointer.stop()
         try? pool.close()
     }
 }

@@ -201,6 +201,45 @@ struct MessageArchiveTests {
         }
     }
 
+    @Test("a position alone waits for a message to commit with, or its delay; a prompt one commits at once", arguments: [false, true])
+    func lazyPositions(blocking: Bool) async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let sqlite = try SQLiteArchiveStore.open(path: scratch.path)
+        let store: any ArchiveStore = blocking ? sqlite : FaultyStore(sqlite)
+        let archive = MessageArchive(store: store, settings: .init(positionDelay: .milliseconds(400), retention: nil), logger: Self.logger)
+        let writer = Task { await archive.run() }
+        defer { writer.cancel() }
+        func saved(_ device: String) async throws -> UInt64? { try await archive.position(user: "bob", device: device) }
+        func waitSaved(_ device: String, within limit: Duration) async throws -> Duration? {
+            let started = ContinuousClock.now
+            while ContinuousClock.now - started < limit {
+                if try await saved(device) != nil { return ContinuousClock.now - started }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            return nil
+        }
+
+        // Alone: not within the commit delay, but within its own delay.
+        archive.savePosition(DevicePosition(user: "bob", device: "phone", offset: 3))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await saved("phone") == nil, "a position alone committed before its delay")
+        #expect(archive.statistics.commits.load(ordering: .relaxed) == 0)
+        let late = try await waitSaved("phone", within: .seconds(3))
+        #expect(late != nil)
+        // With a message: committed with it.
+        archive.savePosition(DevicePosition(user: "bob", device: "tablet", offset: 5))
+        _ = try await archive.append(chat("alice", "m-1", to: ["bob"]))
+        #expect(try await saved("tablet") == 5)
+        // Promptly (a session that ends): well before the delay.
+        archive.savePosition(DevicePosition(user: "bob", device: "laptop", offset: 7), promptly: true)
+        let prompt = try await waitSaved("laptop", within: .seconds(3))
+        #expect(prompt.map { $0 < .milliseconds(300) } == true, "\(String(describing: prompt))")
+        #expect(try await saved("laptop") == 7)
+        writer.cancel()
+        await writer.value
+    }
+
     @Test("a read that answers at once is never taken for one that timed out (the timer, cancelled, does not answer)")
     func readsAnswer() async throws {
         try await Self.withArchive { archive, _ in

@@ -32,9 +32,9 @@ extension GatewayConfiguration {
         public var retention: Int
         /// `max_batch`: messages per transaction at most (group commit). Default 512.
         public var maxBatch: Int
-        /// `commit_delay_ms`: how long the archive's writer, woken by a message, waits for more
-        /// to commit with it. Default 1.
-        public var commitDelayMilliseconds: Int
+        /// `commit_delay_us`: microseconds the archive's writer, woken by a message, waits for
+        /// more to commit with it. Default 500.
+        public var commitDelayMicroseconds: Int
         /// `write_timeout`: seconds a commit may take before its messages are refused with
         /// STORE_UNAVAILABLE. Default 5.
         public var writeTimeout: Int
@@ -47,10 +47,10 @@ extension GatewayConfiguration {
         /// Creates archive settings with the defaults (SQLite at the default path).
         public init(
             store: Store = .sqlite, path: String = GatewayConfiguration.defaultArchivePath(), sync: SQLiteArchiveStore.Synchronous = .normal,
-            url: String? = nil, retention: Int = ArchiveSettings.defaultRetention, maxBatch: Int = 512, commitDelayMilliseconds: Int = 1,
+            url: String? = nil, retention: Int = ArchiveSettings.defaultRetention, maxBatch: Int = 512, commitDelayMicroseconds: Int = 500,
             writeTimeout: Int = 5, maxConnections: Int = 8
         ) {
-            self.commitDelayMilliseconds = commitDelayMilliseconds
+            self.commitDelayMicroseconds = commitDelayMicroseconds
             self.store = store
             self.path = path
             self.sync = sync
@@ -67,14 +67,14 @@ extension GatewayConfiguration {
         /// What ``MessageArchive`` is told.
         public var archiveSettings: MessageArchive.Settings {
             MessageArchive.Settings(
-                maxBatch: maxBatch, commitDelay: .milliseconds(commitDelayMilliseconds), writeTimeout: .seconds(writeTimeout),
+                maxBatch: maxBatch, commitDelay: .microseconds(commitDelayMicroseconds), writeTimeout: .seconds(writeTimeout),
                 retention: retention > 0 ? .seconds(retention) : nil)
         }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case store, path, sync, url, retention
             case maxBatch = "max_batch"
-            case commitDelayMilliseconds = "commit_delay_ms"
+            case commitDelayMicroseconds = "commit_delay_us"
             case writeTimeout = "write_timeout"
             case maxConnections = "max_connections"
         }
@@ -99,7 +99,7 @@ extension GatewayConfiguration {
                 self.retention = d.retention
             }
             self.maxBatch = try c.value(.maxBatch, or: d.maxBatch)
-            self.commitDelayMilliseconds = try c.value(.commitDelayMilliseconds, or: d.commitDelayMilliseconds)
+            self.commitDelayMicroseconds = try c.value(.commitDelayMicroseconds, or: d.commitDelayMicroseconds)
             self.writeTimeout = try c.value(.writeTimeout, or: d.writeTimeout)
             self.maxConnections = try c.value(.maxConnections, or: d.maxConnections)
         }

@@ -264,11 +264,13 @@ extension DeviceConnection {
         continueCatchUp()
     }
 
-    /// Hands the device's position to the archive when it moved (it is saved with the next
-    /// commit).
-    func savePosition() {
-        guard let archive = gateway.archive, let session, let position = archiveLink?.sync?.positionToSave() else { return }
-        archive.savePosition(DevicePosition(user: session.user, device: session.device, offset: position))
+    /// Hands the device's position to the archive when it moved: it is saved with the next
+    /// commit of a message, or within a second; `promptly` (the session ends), at once.
+    func savePosition(promptly: Bool = false) {
+        guard let archive = gateway.archive, let session else { return }
+        // Promptly: also the one handed out before, which may still wait for its commit.
+        guard let position = archiveLink?.sync?.positionToSave() ?? (promptly ? archiveLink?.sync?.saved : nil) else { return }
+        archive.savePosition(DevicePosition(user: session.user, device: session.device, offset: position), promptly: promptly)
     }
 
     // MARK: The timer: gaps, and a catch-up tried again
@@ -389,7 +391,7 @@ extension DeviceConnection {
     func closeArchiveLink() {
         archiveLink?.timer?.cancel()
         archiveLink?.timer = nil
-        savePosition()
+        savePosition(promptly: true)
     }
 }
 

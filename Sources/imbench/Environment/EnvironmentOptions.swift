@@ -27,8 +27,8 @@ struct EnvironmentOptions: ParsableArguments {
     @Option(help: "The message archive of the imgw imbench starts: sqlite (a file in the run's directory; the default), sqlite-full (sync: full), none, or a postgres:// URL.")
     var archive = "sqlite"
 
-    @Option(help: "archive.commit_delay_ms of the imgw imbench starts (default: imgw's).")
-    var archiveCommitDelayMs: Int?
+    @Option(help: "archive.commit_delay_us (microseconds) of the imgw imbench starts (default: imgw's).")
+    var archiveCommitDelayUs: Int?
 
     @Flag(help: "Copy what mosquitto and imgw print to stderr.")
     var verbose = false
@@ -36,7 +36,7 @@ struct EnvironmentOptions: ParsableArguments {
     /// The `archive:` line of the imgw imbench starts, its file in `directory`.
     func archiveLine(in directory: URL) -> String {
         let file = directory.appendingPathComponent("archive.sqlite").path
-        let delay = archiveCommitDelayMs.map { ", commit_delay_ms: \($0)" } ?? ""
+        let delay = archiveCommitDelayUs.map { ", commit_delay_us: \($0)" } ?? ""
         switch archive {
         case "none": return "archive: {store: none}"
         case "sqlite-full": return "archive: {path: '\(file)', sync: full\(delay)}"

@@ -1,0 +1,107 @@
+import Dispatch
+import GRDB
+import Logging
+import Synchronization
+
+/// Copies the SQLite archive's WAL back into its file without holding the writer: SQLite's
+/// automatic checkpoint copies the whole WAL inside the commit that crosses its threshold,
+/// and that commit, with every chat waiting on it, waits for as long as it takes.
+///
+/// Every ``interval`` a PASSIVE checkpoint on a connection and a thread of its own copies
+/// what the WAL holds, while commits go on. The WAL starts over only at a commit that finds
+/// it entirely copied, which commits made during the copy prevent; so once the WAL is past
+/// ``restartFrames``, the writer, when nothing waits, copies the few frames committed since
+/// (``finish(on:)``), and its next commit starts the WAL over. Should the WAL grow all the
+/// same (a reader holding an old snapshot), past ``truncateFrames`` a TRUNCATE checkpoint
+/// waits for the writer and empties it: a pause for the chats, instead of a WAL without end.
+final class WALCheckpointer: Sendable {
+    /// Time between checkpoints.
+    static let interval: DispatchTimeInterval = .milliseconds(50)
+    /// WAL frames (pages) past which the writer finishes a checkpoint when it is idle.
+    static let restartFrames = 1_000
+    /// Frames committed during a checkpoint that are few enough for the writer to copy.
+    static let finishFrames = 64
+    /// WAL frames past which a checkpoint waits for the writer to empty the WAL.
+    static let truncateFrames = 16_384
+
+    private let connection: DatabaseQueue
+    private let queue = DispatchQueue(label: "imgw-archive-checkpoint")
+    private let stopped = Mutex(false)
+    /// Set by a checkpoint that copied a WAL past ``restartFrames``.
+    private let finishWanted = Atomic(false)
+    /// Checkpoints the writer finished (each lets the WAL start over).
+    let finished = Atomic(0)
+    /// TRUNCATE checkpoints (each held the writer).
+    let truncated = Atomic(0)
+    /// Whether the last checkpoint failed (logged once, and again when one works).
+    private let failing = Mutex(false)
+    private let logger = Logger(label: "imgw.archive")
+
+    /// Opens a connection of its own to `path` and starts checkpointing.
+    init(path: String, configuration: Configuration) throws {
+        var configuration = configuration
+        configuration.label = "imgw-archive-checkpoint"
+        connection = try DatabaseQueue(path: path, configuration: configuration)
+        schedule()
+    }
+
+    private func schedule() {
+        queue.asyncAfter(deadline: .now() + Self.interval) { [self] in
+            guard !stopped.withLock({ $0 }) else { return }
+            checkpoint()
+            schedule()
+        }
+    }
+
+    /// One checkpoint: PASSIVE, or TRUNCATE when the WAL is too long.
+    func checkpoint() {
+        do {
+            try connection.writeWithoutTransaction { db in
+                var (frames, copied) = try db.checkpoint(.passive)
+                if frames > Self.truncateFrames {
+                    logger.notice("the archive's WAL is long: emptying it, commits wait meanwhile", metadata: ["wal-pages": "\(frames)"])
+                    _ = try db.checkpoint(.truncate)
+                    truncated.add(1, ordering: .relaxed)
+                } else if frames >= Self.restartFrames {
+                    // Again, for what was committed during the copy (or not copied: a commit
+                    // under way holds its snapshot's frames), while that is much: the writer's
+                    // part (``finish(on:)``) must be short.
+                    for _ in 0..<4 where frames - copied >= Self.finishFrames {
+                        (frames, copied) = try db.checkpoint(.passive)
+                    }
+                    finishWanted.store(true, ordering: .relaxed)
+                }
+            }
+            let wasFailing = failing.withLock { failing in
+                defer { failing = false }
+                return failing
+            }
+            if wasFailing { logger.notice("archive checkpoints work again") }
+        } catch {
+            let wasFailing = failing.withLock { failing in
+                defer { failing = true }
+                return failing
+            }
+            if !wasFailing {
+                logger.warning("archive checkpoint failed: the WAL grows until one works", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// On the writer's thread, when nothing waits: copies what was committed since the last
+    /// checkpoint, if it asked for that, so that the next commit starts the WAL over.
+    func finish(on pool: DatabasePool) {
+        guard finishWanted.exchange(false, ordering: .relaxed) else { return }
+        if (try? pool.writeWithoutTransaction({ db in try db.checkpoint(.passive) })) != nil {
+            finished.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// Stops checkpointing (what is left in the WAL is copied when the last connection to
+    /// the file closes), and waits for a checkpoint under way.
+    func stop() {
+        stopped.withLock { $0 = true }
+        queue.sync {}
+        try? connection.close()
+    }
+}
