@@ -412,7 +412,8 @@ public actor IMClient {
     /// Arms the timer for the earliest deadline, if it is earlier than the armed one.
     func schedule() {
         guard !machine.isFinished || machine.state == .disconnecting else { return }
-        var next = [loginDeadline, reconnectAt, deferred.map(\.at).min(), chatPausedUntil].compactMap { $0 }.min()
+        let pauseEnds = chatPausedUntil.flatMap { $0 > clock.now ? $0 : nil }
+        var next = [loginDeadline, reconnectAt, deferred.map(\.at).min(), pauseEnds].compactMap { $0 }.min()
         if machine.state == .connected {
             if let deadline = outbox.nextDeadline { next = min(next ?? deadline, deadline) }
             if var probe = heartbeat {
@@ -455,9 +456,6 @@ public actor IMClient {
             reconnectAt = nil
             handle(.reconnectDue)
         }
-        if let paused = chatPausedUntil, paused <= now {
-            chatPausedUntil = nil
-        }
         let due = deferred.filter { $0.at <= now }
         if !due.isEmpty {
             deferred.removeAll { $0.at <= now }
@@ -494,7 +492,7 @@ public actor IMClient {
     func pump() {
         guard machine.state == .connected, let connection else { return }
         let now = clock.now
-        let paused: Set<OutboxPriority> = chatPausedUntil.map { $0 > now ? [.chat] : [] } ?? []
+        let paused: Set<OutboxPriority> = chatPaused(now: now) ? [.chat] : []
         for entry in outbox.nextToSend(paused: paused) {
             let sequence = nextSequence()
             outbox.markSent(entry.id, sequence: sequence, deadline: now + configuration.ackTimeout)
@@ -502,6 +500,17 @@ public actor IMClient {
             write(message.frame(sequence: sequence, timestamp: Self.unixSeconds(), sessionID: Self.sessionID), on: connection)
         }
         schedule()
+    }
+
+    /// Whether chat waits after a RATE_LIMITED or STORE_UNAVAILABLE: until the gateway's
+    /// retry time has passed and every chat written before it has its answer. The gateway
+    /// refuses each chat until then, so those still in flight come back and go again in
+    /// their places; writing the queue before their answers would put them behind it.
+    private func chatPaused(now: ContinuousClock.Instant) -> Bool {
+        guard let until = chatPausedUntil else { return false }
+        if until > now || outbox.hasInFlight(.chat) { return true }
+        chatPausedUntil = nil
+        return false
     }
 
     /// A HEARTBEAT now: the policy said it is due, or (`probe`) the network came back and

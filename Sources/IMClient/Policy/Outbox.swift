@@ -79,6 +79,10 @@ public struct Outbox: Sendable {
     public var inFlightCount: Int { inFlight.count }
     /// Entries waiting to be written.
     public var queuedCount: Int { stored.count - inFlight.count }
+    /// Whether an entry of `priority` has been written and waits for its ACK.
+    public func hasInFlight(_ priority: OutboxPriority) -> Bool {
+        inFlight.values.contains { stored[$0.id]?.priority == priority }
+    }
 
     /// The entry with `id`, queued or in flight.
     public func entry(_ id: OutboxEntry.ID) -> OutboxEntry? { stored[id] }
