@@ -880,7 +880,7 @@ public actor MosquittoClient {
             // The socket is still open: a transient error, the connection goes on.
             return
         }
-        connectionEnded(aborting ? .aborted : .error(code: rc, message: String(cString: mosquitto_strerror(rc))))
+        connectionEnded(aborting ? .aborted : .error(code: rc, message: MosquittoError.text(of: rc)))
     }
 
     nonisolated func ioFailed(_ rc: Int32) {

@@ -60,7 +60,26 @@ public enum MosquittoError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// Builds `.library` from a `MOSQ_ERR_*` code.
     public static func code(_ rc: Int32) -> MosquittoError {
-        .library(code: rc, message: String(cString: mosquitto_strerror(rc)))
+        .library(code: rc, message: text(of: rc))
+    }
+
+    /// What a `MOSQ_ERR_*` code means: `mosquitto_strerror`'s text, or ours for the codes
+    /// that older libmosquitto versions (Debian's 2.0.11 among them) call "Unknown error.".
+    public static func text(of rc: Int32) -> String {
+        let library = String(cString: mosquitto_strerror(rc))
+        guard library == "Unknown error." else { return library }
+        switch rc {
+        case 17: return "plugin deferred"
+        case 19: return "no answer from the broker within the keepalive"
+        case 20: return "host name lookup failed"
+        case 21: return "malformed packet"
+        case 27: return "timed out"
+        case 28: return "retain not supported by the broker"
+        case 29: return "invalid topic alias"
+        case 30: return "administrative action"
+        case 31: return "already exists"
+        default: return library
+        }
     }
 
     public var description: String {
@@ -99,7 +118,7 @@ public enum LossReason: Sendable, Hashable, CustomStringConvertible {
         } else if rc >= 0x80 && rc <= 0xFF {
             self = .broker(ReasonCode(UInt8(rc)))
         } else {
-            self = .error(code: rc, message: String(cString: mosquitto_strerror(rc)))
+            self = .error(code: rc, message: MosquittoError.text(of: rc))
         }
     }
 

@@ -38,6 +38,13 @@ struct MosquittoUnitTests {
         }
         #expect(code == 7)
         #expect(message.lowercased().contains("connection"))
+        // A keepalive that passed unanswered: named, where libmosquitto 2.0.11 says "Unknown error.".
+        guard case .error(19, let keepalive) = LossReason(disconnectCode: 19) else {
+            Issue.record("expected a libmosquitto error")
+            return
+        }
+        #expect(keepalive.contains("keepalive"))
+        #expect(MosquittoError.text(of: 13) == String(cString: mosquitto_strerror(13)), "the library's own text where it has one")
     }
 
     @Test("v3.1.1 CONNACK codes map to their v5 reasons", arguments: [
