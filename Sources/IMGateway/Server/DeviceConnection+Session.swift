@@ -320,6 +320,12 @@ extension DeviceConnection {
             return "\(reason)"
         }
         gateway.statistics.brokerQuotaDisconnects.add(1, ordering: .relaxed)
+        guard gateway.archive == nil else {
+            logger.warning(
+                "the broker ended the session: its queue for this device was full; the archive has what it held",
+                metadata: ["reason": "\(reason)"])
+            return "the broker ended the session because its queue for this device was full (\(ReasonCode.quotaExceeded)): what it held comes from the message archive at the next login"
+        }
         logger.warning(
             "the broker ended the session: its queue for this device was full, and what it held is lost",
             metadata: ["reason": "\(reason)"])
