@@ -16,10 +16,10 @@ struct WALCheckpointerTests {
         let wal = scratch.path + "-wal"
         func walBytes() -> Int { ((try? FileManager.default.attributesOfItem(atPath: wal))?[.size] as? NSNumber)?.intValue ?? 0 }
 
-        // Eight senders to eight users, 48,000 messages in small commits: without the
+        // Eight senders to eight users, 16,000 messages in small commits: without the
         // checkpointer, the WAL would take every page they write (a few per message).
         var largest = 0
-        for round in 0..<12 {
+        for round in 0..<4 {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for sender in 0..<8 {
                     group.addTask {
@@ -32,13 +32,12 @@ struct WALCheckpointerTests {
             }
             largest = max(largest, walBytes())
         }
-        #expect(archive.statistics.stored.load(ordering: .relaxed) == 48_000)
+        #expect(archive.statistics.stored.load(ordering: .relaxed) == 16_000)
         #expect(largest > 0, "the archive is in WAL mode")
+        // Each finished checkpoint lets the WAL start over; without the writer's part none
+        // would (a commit always comes during the checkpointer's copy).
         let checkpoints = store.checkpoints
-        #expect(checkpoints.finished >= 5, "\(checkpoints)")
-        // Far below what every page written would take (it never started over: ~4 pages a
-        // message, 48,000 messages).
-        #expect(largest < 48 << 20, "the WAL reached \(largest) bytes; \(checkpoints)")
+        #expect(checkpoints.finished >= 3, "\(checkpoints); the WAL reached \(largest) bytes")
         writer.cancel()
         await writer.value
     }

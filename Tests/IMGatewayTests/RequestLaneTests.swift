@@ -118,7 +118,8 @@ struct RequestLaneTests {
                 log.record("\(index)")
             }
         }
-        #expect(await log.waitForCount(count), "only \(log.entries.count) of \(count) jobs ran")
+        // (Order is the point, not speed: a loaded machine gets a minute.)
+        #expect(await log.waitForCount(count, within: 60), "only \(log.entries.count) of \(count) jobs ran")
         #expect(log.entries == (0..<count).map { "\($0)" })
         #expect(highest.load(ordering: .sequentiallyConsistent) == 1, "two jobs ran at once")
         #expect(running.load(ordering: .sequentiallyConsistent) == 0)

@@ -86,9 +86,10 @@ struct TokenRefreshIntegrationTests {
             _ = try await alice.chat(to: "bob", id: "r-\(round)", text: "round \(round)")
             var received: IMClient.Message?
             while received == nil {
-                switch try await bobEvents.next(within: 10, "round \(round)'s message") {
+                let event = try await bobEvents.next(within: 10, "round \(round)'s message")
+                switch event {
                 case .message(let message): received = message
-                case .disconnected, .reconnecting, .kicked: Issue.record("bob's session was interrupted in round \(round)")
+                case .disconnected, .reconnecting, .kicked: Issue.record("bob's session was interrupted in round \(round): \(event)")
                 default: continue
                 }
             }
