@@ -78,7 +78,7 @@ struct Serve: AsyncParsableCommand {
         let group = ServiceGroup(
             configuration: .init(
                 services: services.map { .init(service: $0) },
-                gracefulShutdownSignals: [.sigterm, .sigint],
+                gracefulShutdownSignals: [.sigterm, .sigint, .sighup],
                 logger: logger))
         try await group.run()
     }

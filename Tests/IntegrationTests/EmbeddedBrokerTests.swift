@@ -18,10 +18,8 @@ struct EmbeddedBrokerTests {
 
     @Test("kill -9 of the embedded broker: the restarted one shares no socket with imgw and a drop goes offline at once; kill -9 of imgw: a new one serves on the same ports within 5 s")
     func brokerThenGatewayKilled() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imgw-embedded-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let setup = EmbeddedGateway.Setup(directory: directory, tlvPort: freePort(), brokerPort: freePort(), metricsPort: freePort())
+        let setup = try EmbeddedGateway.Setup.scratch()
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
         let minter = TokenMinter(secret: IMGWProcess.secret)
 
         let gateway = try await EmbeddedGateway.start(setup)
@@ -58,9 +56,11 @@ struct EmbeddedBrokerTests {
         await watcher.close()
         await early.drop()
 
-        // imgw dies (its broker lives on); a new imgw takes the same ports.
+        // imgw dies; its broker gets SIGTERM (its parent-death signal) and follows it, and a
+        // new imgw takes the same ports.
         let killed = ContinuousClock.now
         await gateway.kill9()
+        #expect(await Self.ended(broker, within: .seconds(10)), "the broker outlived imgw's kill -9")
         let next = try await EmbeddedGateway.start(setup)
         let again = try await TestDevice.connect(port: setup.tlvPort)
         try await again.login(token: try await minter.mint(user: "una"), device: "phone")
@@ -70,6 +70,40 @@ struct EmbeddedBrokerTests {
 
         await again.drop()
         await next.stop()
+    }
+
+    @Test("SIGHUP (the terminal of `make run` closed): imgw shuts down as for SIGTERM, exit status 0, and its broker ends with it")
+    func hangUp() async throws {
+        let setup = try EmbeddedGateway.Setup.scratch()
+        defer { try? FileManager.default.removeItem(at: setup.directory) }
+        let gateway = try await EmbeddedGateway.start(setup)
+        let broker = try #require(setup.brokerPID(), "the embedded broker's pid file")
+        let device = try await TestDevice.connect(port: setup.tlvPort)
+        try await device.login(token: try await TokenMinter(secret: IMGWProcess.secret).mint(user: "una"), device: "phone")
+
+        gateway.process.signal(SIGHUP)
+        var kicked = false
+        while let frame = try? await device.frames.next(within: 10, "the shutdown notice") {
+            if case .kick(let kick)? = try? IMMessage(frame: frame) { kicked = kick.reason == .serverShuttingDown }
+        }
+        #expect(kicked, "the device was told the gateway shuts down")
+        let status = await gateway.process.waitForExit()
+        #expect(status == 0, "imgw's wait status after SIGHUP: \(status)")
+        #expect(await Self.ended(broker, within: .seconds(10)), "the broker outlived imgw")
+    }
+
+    /// Whether `pid` has ended (gone, or a zombie nobody reaps) within `limit`.
+    static func ended(_ pid: pid_t, within limit: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")"),
+                  let state = stat[stat.index(after: close)...].drop(while: { $0 == " " }).first,
+                  state != "Z" && state != "X"
+            else { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
     }
 }
 
@@ -84,6 +118,13 @@ final class EmbeddedGateway: Sendable {
         var push: String? = nil
 
         var dataDirectory: String { directory.appendingPathComponent("broker").path }
+
+        /// A setup in a new temporary directory (the caller removes it), on free ports.
+        static func scratch(_ prefix: String = "imgw-embedded") throws -> Setup {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            return Setup(directory: directory, tlvPort: freePort(), brokerPort: freePort(), metricsPort: freePort())
+        }
 
         /// The pid in the broker's pid file.
         func brokerPID() -> pid_t? {

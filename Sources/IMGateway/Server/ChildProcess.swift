@@ -6,8 +6,9 @@ import Synchronization
 import Glibc
 #endif
 
-/// A child process started with posix_spawn, a clean signal mask and default signal
-/// handlers, its output read line by line.
+/// A child process started with posix_spawn (or, when it must not outlive us, forked with a
+/// parent-death signal), a clean signal mask and default signal handlers, its output read
+/// line by line.
 ///
 /// The child gets /dev/null as stdin, the output pipe as stdout and stderr, and no other
 /// descriptor of ours: every descriptor above 2 is closed in the child
@@ -29,10 +30,27 @@ public final class ChildProcess: Sendable {
         let value = Mutex<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
     }
 
-    /// Starts `executable` with `arguments`, in `workingDirectory` if given.
-    public init(executable: String, arguments: [String], workingDirectory: String? = nil) throws {
+    /// Starts `executable` with `arguments`, in `workingDirectory` if given. With
+    /// `parentDeathSignal`, the child gets that signal when this process ends, however it
+    /// ends (kill -9 included): a child that must never outlive us, like the embedded broker.
+    public init(executable: String, arguments: [String], workingDirectory: String? = nil, parentDeathSignal: Int32? = nil) throws {
         var pipe: [Int32] = [-1, -1]
         guard cproc_pipe_cloexec(&pipe) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        let pid: pid_t
+        if let parentDeathSignal {
+            pid = try Self.spawnTied(executable, arguments, workingDirectory, output: pipe, signal: parentDeathSignal)
+        } else {
+            pid = try Self.spawn(executable, arguments, workingDirectory, output: pipe)
+        }
+        self.pid = pid
+        let (lines, sink) = AsyncStream.makeStream(of: String.self)
+        self.lines = lines
+        Self.watch(pid, output: pipe[0], exit: exit, sink: sink)
+    }
+
+    /// posix_spawn with a clean signal mask, default handlers, /dev/null as stdin, `pipe`'s
+    /// write end as stdout and stderr (closed here, as is the read end on failure).
+    private static func spawn(_ executable: String, _ arguments: [String], _ workingDirectory: String?, output pipe: [Int32]) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -68,13 +86,29 @@ public final class ChildProcess: Sendable {
             close(pipe[0])
             throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EIO)
         }
-        self.pid = pid
-        let childPID = pid
-        let exit = self.exit
-        let (lines, sink) = AsyncStream.makeStream(of: String.self)
-        self.lines = lines
-        let readFD = pipe[0]
-        // One thread reads the output, then reaps the child.
+        return pid
+    }
+
+    /// Forks and execs `executable` with the same settings as ``spawn(_:_:_:output:)``, and
+    /// `signal` as its parent-death signal (CProcessShims: posix_spawn cannot set one).
+    private static func spawnTied(_ executable: String, _ arguments: [String], _ workingDirectory: String?, output pipe: [Int32], signal: Int32) throws -> pid_t {
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let rc = argv.withUnsafeBufferPointer { argv in
+            cproc_spawn_with_death_signal(&pid, executable, argv.baseAddress, environ, pipe[1], workingDirectory, signal)
+        }
+        close(pipe[1])
+        guard rc == 0 else {
+            close(pipe[0])
+            throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EIO)
+        }
+        return pid
+    }
+
+    /// Reads the child's output from `readFD` into `sink` on a thread of its own, then
+    /// reaps the child.
+    private static func watch(_ childPID: pid_t, output readFD: Int32, exit: ExitState, sink: AsyncStream<String>.Continuation) {
         Thread.detachNewThread {
             var pending = [UInt8]()
             var buffer = [UInt8](repeating: 0, count: 4096)

@@ -126,7 +126,8 @@ public final class EmbeddedBroker: Service, Sendable {
         try configurationText().write(toFile: configPath, atomically: true, encoding: .utf8)
         let process: ChildProcess
         do {
-            process = try ChildProcess(executable: settings.executable, arguments: ["-c", configPath])
+            // SIGTERM when imgw ends, however it ends: mosquitto then saves its sessions and exits.
+            process = try ChildProcess(executable: settings.executable, arguments: ["-c", configPath], parentDeathSignal: SIGTERM)
         } catch {
             throw GatewayError.embeddedBrokerFailed("cannot run \(settings.executable): \(error) (apt-get install mosquitto)")
         }

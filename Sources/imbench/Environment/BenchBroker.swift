@@ -60,7 +60,7 @@ final class BenchBroker: Sendable {
             let port = HostPort.freeLoopbackPort()
             let config = directory.appendingPathComponent("mosquitto-\(port).conf")
             try configuration(port: port, extraLines: extraLines).write(to: config, atomically: true, encoding: .utf8)
-            let process = try ChildProcess(executable: executable, arguments: ["-c", config.path])
+            let process = try ChildProcess(executable: executable, arguments: ["-c", config.path], parentDeathSignal: SIGTERM)
             ChildRegistry.shared.track(process)
             let output = OutputTail(prefix: "[mosquitto] ", echo: echo)
             if await output.follow(process, until: " running", within: 10), !process.hasExited {

@@ -85,7 +85,7 @@ final class BenchGateway: Sendable {
         }
         let config = directory.appendingPathComponent("imgw-\(port).yaml")
         try text.write(to: config, atomically: true, encoding: .utf8)
-        let process = try ChildProcess(executable: executable, arguments: ["serve", "--config", config.path])
+        let process = try ChildProcess(executable: executable, arguments: ["serve", "--config", config.path], parentDeathSignal: SIGTERM)
         ChildRegistry.shared.track(process)
         let output = OutputTail(prefix: "[imgw] ", echo: echo)
         _ = await output.follow(process, until: nil, within: 0)
