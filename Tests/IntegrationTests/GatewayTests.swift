@@ -466,14 +466,23 @@ struct GatewayTests {
         await gateway.stop()
     }
 
-    @Test("Prometheus metrics on /metrics")
+    @Test("Prometheus metrics on /metrics: levels are gauges, every *_total a counter")
     func metrics() async throws {
         let gateway = try await TestGateway.start()
-        _ = try await gateway.device("alice", device: "phone")
+        let alice = try await gateway.device("alice", device: "phone")
+        _ = try await gateway.device("bob", device: "phone")
+        #expect(try await alice.chat(to: "bob", id: "metrics-1", text: "counted").error == nil)
         let port = try #require(await gateway.server.metrics?.localAddress().port)
         let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(port)/metrics"])
         #expect(text.contains("# TYPE imgw_logged_in gauge"))
-        #expect(text.contains("imgw_logged_in 1"))
+        #expect(text.contains("imgw_logged_in 2"))
+        #expect(text.contains("# TYPE imgw_chat_messages_in_total counter"))
+        #expect(text.contains("imgw_chat_messages_in_total 1"))
+        let types = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ") }
+        #expect(types.count > 10)
+        for type in types where type.count == 4 {
+            #expect((type[3] == "counter") == type[2].hasSuffix("_total"), "\(type.joined(separator: " "))")
+        }
         let missing = try await run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:\(port)/other"])
         #expect(missing == "404")
         await gateway.stop()

@@ -4,94 +4,83 @@ import NIOCore
 import Prometheus
 import Synchronization
 
-/// The gauges, refreshed from the gateway's counters at each scrape.
+/// The gateway's metrics, refreshed from its counters at each scrape: levels as gauges,
+/// running totals (`*_total`) as Prometheus counters.
 final class MetricsGauges: Sendable {
     let prometheus: PrometheusCollectorRegistry
-    private let statistics: GatewayStatistics
-    private let connections: Gauge
-    private let loggedIn: Gauge
-    private let messagesIn: Gauge
-    private let messagesOut: Gauge
-    private let forgedMessages: Gauge
-    private let quotaDisconnects: Gauge
-    private let push: [(Gauge, @Sendable () -> Int)]
-    /// The message archive's gauges and counters (none without an archive).
-    private let archiveGauges: [(Gauge, @Sendable () -> Double)]
-    private let archiveCounters: [(Counter, @Sendable () -> Double)]
-    /// What each of ``archiveCounters`` stood at when last exported (a Prometheus counter is
-    /// moved on by the difference).
-    private let exported = Mutex<[Double]>([])
+    /// Levels: set to the value at each scrape.
+    private let gauges: [(Gauge, @Sendable () -> Double)]
+    /// Totals: moved on by what they grew since the last scrape.
+    private let counters: [(Counter, @Sendable () -> Double)]
+    /// What each of ``counters`` stood at when last exported.
+    private let exported: Mutex<[Double]>
 
     init(statistics: GatewayStatistics, registry: SessionRegistry, archive: MessageArchive? = nil) {
-        self.statistics = statistics
         let prometheus = PrometheusCollectorRegistry()
         self.prometheus = prometheus
-        func gauge(_ name: String, _ unit: String, _ help: String) -> Gauge {
-            prometheus.makeGauge(descriptor: MetricNameDescriptor(namespace: "imgw", metricName: name, unitName: unit, helpText: help))
+        func descriptor(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+            MetricNameDescriptor(namespace: "imgw", metricName: name, unitName: unit, helpText: help)
         }
-        connections = gauge("connections", "", "Open TLV connections")
-        loggedIn = gauge("logged_in", "", "Logged-in devices (each with its MQTT session)")
-        messagesIn = gauge("chat_messages_in", "total", "Chat messages accepted from devices")
-        messagesOut = gauge("messages_out", "total", "Messages written to devices")
-        forgedMessages = gauge("forged_messages_dropped", "total", "Chats, receipts, shares and positions on the broker that no gateway wrote, dropped")
-        quotaDisconnects = gauge(
-            "broker_quota_disconnects", "total",
-            "Device sessions the broker ended because their queue was full (Quota exceeded): what it held for them is lost")
-        let counters = statistics.push
-        push = [
-            (gauge("push_queued", "", "Offline-push notifications waiting or in flight"), { @Sendable in counters.queued.load(ordering: .relaxed) }),
-            (gauge("push_delivered", "total", "Offline-push notifications the webhook accepted (2xx)"), { @Sendable in counters.delivered.load(ordering: .relaxed) }),
-            (gauge("push_suppressed", "total", "Offline-push notifications queued, then not sent: a device of the recipient came online"), { @Sendable in counters.suppressed.load(ordering: .relaxed) }),
-            (gauge("push_retries", "total", "Offline-push POSTs that failed and were retried"), { @Sendable in counters.retries.load(ordering: .relaxed) }),
-            (gauge("push_failed", "total", "Offline-push notifications given up (out of attempts, or refused by the webhook)"), { @Sendable in counters.failed.load(ordering: .relaxed) }),
-            (gauge("push_dropped", "total", "Offline-push notifications dropped because the queue was full"), { @Sendable in counters.dropped.load(ordering: .relaxed) }),
+        typealias Reading = (name: String, unit: String, help: String, value: @Sendable () -> Double)
+        let push = statistics.push
+        var levels: [Reading] = [
+            ("connections", "", "Open TLV connections", { Double(statistics.connections.live) }),
+            ("logged_in", "", "Logged-in devices (each with its MQTT session)", { Self.count(statistics.loggedIn) }),
+            ("push_queued", "", "Offline-push notifications waiting or in flight", { Self.count(push.queued) }),
         ]
-        guard let archive else {
-            archiveGauges = []
-            archiveCounters = []
-            return
+        var totals: [Reading] = [
+            ("chat_messages_in", "total", "Chat messages accepted from devices", { Self.count(statistics.messagesIn) }),
+            ("messages_out", "total", "Messages written to devices", { Self.count(statistics.messagesOut) }),
+            ("forged_messages_dropped", "total", "Chats, receipts, shares and positions on the broker that no gateway wrote, dropped",
+             { Self.count(statistics.forgedMessages) }),
+            ("broker_quota_disconnects", "total",
+             "Device sessions the broker ended because their queue was full (Quota exceeded): without an archive, what it held for them is lost",
+             { Self.count(statistics.brokerQuotaDisconnects) }),
+            ("push_delivered", "total", "Offline-push notifications the webhook accepted (2xx)", { Self.count(push.delivered) }),
+            ("push_suppressed", "total", "Offline-push notifications queued, then not sent: a device of the recipient came online",
+             { Self.count(push.suppressed) }),
+            ("push_retries", "total", "Offline-push POSTs that failed and were retried", { Self.count(push.retries) }),
+            ("push_failed", "total", "Offline-push notifications given up (out of attempts, or refused by the webhook)", { Self.count(push.failed) }),
+            ("push_dropped", "total", "Offline-push notifications dropped because the queue was full", { Self.count(push.dropped) }),
+        ]
+        if let archive {
+            let numbers = archive.statistics
+            let archiveLevels: [Reading] = [
+                ("archive_available", "", "1 while the message archive takes writes, 0 while chats are refused with STORE_UNAVAILABLE",
+                 { archive.isAvailable ? 1 : 0 }),
+                ("archive_queued", "", "Chat messages waiting for the archive's next commit", { Double(archive.queued) }),
+            ]
+            let archiveTotals: [Reading] = [
+                ("archive_stored", "total", "Chat messages stored in the archive", { Self.count(numbers.stored) }),
+                ("archive_duplicates", "total", "Chat messages found stored already (resends)", { Self.count(numbers.duplicates) }),
+                ("archive_refused", "total", "Chat messages refused because the archive could not store them (STORE_UNAVAILABLE)",
+                 { Self.count(numbers.refused) }),
+                ("archive_commits", "total", "Archive transactions committed (group commit: several messages each)", { Self.count(numbers.commits) }),
+                ("archive_commit", "seconds_total", "Time spent committing to the archive", { Self.count(numbers.commitNanoseconds) / 1e9 }),
+                ("archive_failed_commits", "total", "Archive commits that failed or took longer than archive.write_timeout",
+                 { Self.count(numbers.failedCommits) }),
+                ("archive_read_failures", "total", "Archive reads (catching devices up) that failed or took too long",
+                 { Self.count(numbers.readFailures) }),
+                ("archive_deleted", "total", "Messages deleted by retention", { Self.count(numbers.deleted) }),
+                ("caught_up", "total", "Chat deliveries replayed from the archive to devices that had missed them",
+                 { Self.count(statistics.caughtUp) }),
+            ]
+            levels += archiveLevels
+            totals += archiveTotals
         }
-        func counter(_ name: String, _ unit: String, _ help: String) -> Counter {
-            prometheus.makeCounter(descriptor: MetricNameDescriptor(namespace: "imgw", metricName: name, unitName: unit, helpText: help))
-        }
-        let numbers = archive.statistics
-        archiveGauges = [
-            (gauge("archive_available", "", "1 while the message archive takes writes, 0 while chats are refused with STORE_UNAVAILABLE"),
-             { @Sendable in archive.isAvailable ? 1 : 0 }),
-            (gauge("archive_queued", "", "Chat messages waiting for the archive's next commit"), { @Sendable in Double(archive.queued) }),
-        ]
-        let gateway = statistics
-        let pairs: [(String, String, String, @Sendable () -> Double)] = [
-            ("archive_stored", "total", "Chat messages stored in the archive", { Double(numbers.stored.load(ordering: .relaxed)) }),
-            ("archive_duplicates", "total", "Chat messages found stored already (resends)", { Double(numbers.duplicates.load(ordering: .relaxed)) }),
-            ("archive_refused", "total", "Chat messages refused because the archive could not store them (STORE_UNAVAILABLE)",
-             { Double(numbers.refused.load(ordering: .relaxed)) }),
-            ("archive_commits", "total", "Archive transactions committed (group commit: several messages each)",
-             { Double(numbers.commits.load(ordering: .relaxed)) }),
-            ("archive_commit", "seconds_total", "Time spent committing to the archive", { Double(numbers.commitNanoseconds.load(ordering: .relaxed)) / 1e9 }),
-            ("archive_failed_commits", "total", "Archive commits that failed or took longer than archive.write_timeout",
-             { Double(numbers.failedCommits.load(ordering: .relaxed)) }),
-            ("archive_read_failures", "total", "Archive reads (catching devices up) that failed or took too long",
-             { Double(numbers.readFailures.load(ordering: .relaxed)) }),
-            ("archive_deleted", "total", "Messages deleted by retention", { Double(numbers.deleted.load(ordering: .relaxed)) }),
-            ("caught_up", "total", "Chat deliveries replayed from the archive to devices that had missed them",
-             { Double(gateway.caughtUp.load(ordering: .relaxed)) }),
-        ]
-        archiveCounters = pairs.map { (counter($0.0, $0.1, $0.2), $0.3) }
-        exported.withLock { $0 = Array(repeating: 0, count: pairs.count) }
+        gauges = levels.map { (prometheus.makeGauge(descriptor: descriptor($0.name, $0.unit, $0.help)), $0.value) }
+        counters = totals.map { (prometheus.makeCounter(descriptor: descriptor($0.name, $0.unit, $0.help)), $0.value) }
+        exported = Mutex(Array(repeating: 0, count: totals.count))
+    }
+
+    private static func count(_ atomic: borrowing Atomic<Int>) -> Double {
+        Double(atomic.load(ordering: .relaxed))
     }
 
     func render() -> [UInt8] {
-        connections.set(Double(statistics.connections.live))
-        loggedIn.set(Double(statistics.loggedIn.load(ordering: .relaxed)))
-        messagesIn.set(Double(statistics.messagesIn.load(ordering: .relaxed)))
-        messagesOut.set(Double(statistics.messagesOut.load(ordering: .relaxed)))
-        forgedMessages.set(Double(statistics.forgedMessages.load(ordering: .relaxed)))
-        quotaDisconnects.set(Double(statistics.brokerQuotaDisconnects.load(ordering: .relaxed)))
-        for (gauge, value) in push { gauge.set(Double(value())) }
-        for (gauge, value) in archiveGauges { gauge.set(value()) }
+        for (gauge, value) in gauges { gauge.set(value()) }
         exported.withLock { exported in
-            for (index, (counter, value)) in archiveCounters.enumerated() {
+            for (index, (counter, value)) in counters.enumerated() {
                 let now = value()
                 if now > exported[index] { counter.increment(by: now - exported[index]) }
                 exported[index] = max(exported[index], now)
