@@ -93,6 +93,9 @@ struct GroupTests {
         #expect(try await alice.groupChat("team", id: "after", text: "after the changes").error == nil)
         let forbidden = try await mallory.groupChat("team", id: "m-1", text: "let me in")
         #expect(forbidden.error == .forbidden, "\(forbidden)")
+        let invalid = try await mallory.groupChat(String(repeating: "t", count: 65), id: "m-2", text: "a group id that is too long")
+        #expect(invalid.error != nil && invalid.errorMessage?.contains("group id") == true && invalid.errorMessage?.contains("user") == false,
+                "the refusal names a group id: \(invalid)")
 
         // carol: "before" only; then a one-to-one message shows nothing else came in between.
         #expect(try await carol.nextDelivery().messageID == "before")

@@ -219,7 +219,7 @@ struct DeviceRequests: Sendable {
     /// member and a carbon, all published before the ACK.
     private func groupChat(_ chat: ChatSend, carbon: Bool, header: IMFrameHeader) async throws {
         let me = session.user
-        try IMIdentifier.validate(chat.to, kind: .user)
+        try IMIdentifier.validate(chat.to, kind: .group)
         guard IMIdentifier.isValidMessageID(chat.messageID) else {
             return sender.reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: IMIdentifier.messageIDRule), to: header)
         }
