@@ -33,4 +33,32 @@ struct ConnectionAdmissionTests {
         var open = ConnectionAdmission(maxPerAddress: 0, maxAwaitingLogin: 0)
         for _ in 0..<5_000 { #expect(open.open(address: "x") == .admit) }
     }
+
+    @Test("a ticket is counted once, and one that nobody closed gives its place back when it goes")
+    func tickets() {
+        var limits = GatewayConfiguration.LimitSettings()
+        limits.maxConnectionsPerAddress = 1
+        limits.maxConnectionsAwaitingLogin = 1
+        let admissions = ConnectionAdmissions(limits)
+        do {
+            guard case .success(let ticket) = admissions.open(address: "10.0.0.1") else {
+                Issue.record("the first connection was refused")
+                return
+            }
+            guard case .failure = admissions.open(address: "10.0.0.2") else {
+                Issue.record("a second connection awaiting login was admitted")
+                return
+            }
+            ticket.closed()
+            ticket.closed()
+            #expect(admissions.current.awaitingLogin == 0 && admissions.current.perAddress.isEmpty)
+        }
+        // Dropped without closed(): its connection's handlers never took it.
+        _ = admissions.open(address: "10.0.0.1")
+        #expect(admissions.current.awaitingLogin == 0 && admissions.current.perAddress.isEmpty, "a dropped ticket kept its place")
+        guard case .success = admissions.open(address: "10.0.0.1") else {
+            Issue.record("refused after the dropped ticket")
+            return
+        }
+    }
 }

@@ -48,5 +48,11 @@ final class ConnectionAdmissions: Sendable {
             let wasLoggedIn = loggedInOnce.load(ordering: .acquiring)
             admissions.state.withLock { $0.closed(address: address, loggedIn: wasLoggedIn) }
         }
+
+        /// A ticket nobody closed (its connection's handlers never installed) gives its place
+        /// back when it goes: a leaked place would count against every later connection.
+        deinit {
+            closed()
+        }
     }
 }

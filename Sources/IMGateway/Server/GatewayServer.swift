@@ -90,13 +90,20 @@ public final class GatewayServer: Service, Sendable {
                     let address = child.remoteAddress?.ipAddress ?? "?"
                     switch context.admissions.open(address: address) {
                     case .success(let ticket):
-                        try child.pipeline.syncOperations.addHandlers([
-                            ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
-                            MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
-                            DeviceConnection(
-                                gateway: context, sequence: sequence, peer: child.remoteAddress?.description ?? "?", now: child.eventLoop.now,
-                                admission: ticket),
-                        ])
+                        do {
+                            try child.pipeline.syncOperations.addHandlers([
+                                ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
+                                MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
+                                DeviceConnection(
+                                    gateway: context, sequence: sequence, peer: child.remoteAddress?.description ?? "?",
+                                    now: child.eventLoop.now, admission: ticket),
+                            ])
+                        } catch {
+                            // No handler will report the close (a peer gone already): the
+                            // place is given back now.
+                            ticket.closed()
+                            throw error
+                        }
                     case .failure(let refusal):
                         context.logger.notice("connection refused", metadata: ["peer": "\(address)", "reason": "\(refusal.reason)"])
                         try child.pipeline.syncOperations.addHandlers([
