@@ -296,7 +296,9 @@ struct DeviceConnectionTests {
     @Test("silence: KICK IDLE_TIMEOUT after the idle timeout; a heartbeat pushes it back")
     func idle() async throws {
         let harness = try await Harness.start { $0.limits.idleTimeout = 90 }
-        let (_, session) = try await harness.login()
+        let (frame, session) = try await harness.login()
+        guard case .loginOK(let ok) = try IMMessage(frame: frame) else { return }
+        #expect(ok.heartbeatInterval == 30, "a third of the idle timeout")
         await harness.loop.advanceTime(by: .seconds(60))
         try await harness.send(.heartbeat)
         _ = try await harness.next()

@@ -24,15 +24,11 @@ struct GatewayTopicsTests {
         #expect(throws: TopicError.outsideSpace("im/t/1", space: "chat/rooms/")) { try topics.pubsubTopic("im/t/1") }
     }
 
-    @Test("MQTT client ids round-trip")
+    @Test("MQTT client ids: imgw/{user}/{device} for devices, imgw-{role}/{gateway}/{random} for the gateway's own")
     func clientIDs() throws {
-        let id = self.topics.mqttClientID(user: "alice", device: "phone-1")
-        #expect(id == "imgw/alice/phone-1")
-        let parsed = try #require(self.topics.parseMQTTClientID(id))
-        #expect(parsed.user == "alice" && parsed.device == "phone-1")
-        for bad in ["imgw/alice", "imgw/alice/phone/1", "mqtt/alice/phone-1", "imgw//phone-1", "imgw/a$/b"] {
-            #expect(self.topics.parseMQTTClientID(bad) == nil, "\(bad)")
-        }
+        #expect(self.topics.mqttClientID(user: "alice", device: "phone-1") == "imgw/alice/phone-1")
+        let own = GatewayTopics.gatewayClientID("ctl", gatewayID: "gw-1").split(separator: "/")
+        #expect(own.count == 3 && own[0] == "imgw-ctl" && own[1] == "gw-1" && UInt32(own[2]) != nil)
     }
 
     @Test("classify recognises each kind of topic")

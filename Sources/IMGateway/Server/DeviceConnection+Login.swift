@@ -234,7 +234,7 @@ extension DeviceConnection {
         admission?.loggedIn()
         send(.loginOK(LoginOK(
             userID: session.user, deviceID: session.device, serverTime: unixMilliseconds(),
-            heartbeatInterval: UInt16(clamping: gateway.configuration.limits.idleTimeout / 3),
+            heartbeatInterval: UInt16(clamping: gateway.configuration.limits.heartbeatInterval),
             tokenExpiry: Self.milliseconds(expiresAt), refSequence: loginHeader.sequence, sessionResumed: resumed,
             position: sync.flatMap { sync in sync.last.map { _ in StreamPosition(epoch: gateway.archive!.epoch.rawValue, offset: sync.position) } },
             syncStatus: sync?.status)), sessionID: sessionID)

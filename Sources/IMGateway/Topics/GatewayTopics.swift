@@ -137,13 +137,4 @@ public struct GatewayTopics: Sendable, Hashable {
     public static func gatewayClientID(_ role: String, gatewayID: String) -> String {
         "\(clientIDPrefix)-\(role)/\(gatewayID)/\(UInt32.random(in: 0...UInt32.max))"
     }
-
-    /// The user and device of a client id made by ``mqttClientID(user:device:)``, or `nil`.
-    public func parseMQTTClientID(_ clientID: String) -> (user: String, device: String)? {
-        let levels = Self.levels(of: clientID)
-        guard levels.count == 3, levels[0] == Self.clientIDPrefix,
-            IMIdentifier.isValid(levels[1]), IMIdentifier.isValid(levels[2])
-        else { return nil }
-        return (levels[1], levels[2])
-    }
 }
