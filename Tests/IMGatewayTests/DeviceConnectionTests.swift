@@ -293,6 +293,26 @@ struct DeviceConnectionTests {
         try await harness.channel.close()
     }
 
+    @Test("a chat the broker takes after the device dropped is still recorded as accepted: its RESEND is not published again")
+    func acceptedAfterDrop() async throws {
+        let harness = try await Harness.start()
+        let (_, session) = try await harness.login()
+        session.holdOutcomes()
+        let chat = ChatSend(to: "bob", messageID: "m-1", content: .text("on its way"))
+        try await harness.send(.chat(chat))
+        let published = await session.next { if case .send(_, _, let chats) = $0, !chats.isEmpty { chats.count } else { nil } }
+        #expect(published == 1)
+        // The device drops before the PUBACK; then the broker has it.
+        try await harness.channel.close()
+        session.releaseOutcomes()
+        await harness.loop.run()
+        let decision = harness.context.dedup.check(user: "alice", id: "m-1", fingerprint: ChatFingerprint(chat))
+        guard case .duplicate = decision else {
+            Issue.record("the accepted chat was not recorded (\(decision)): the device's RESEND would publish it twice")
+            return
+        }
+    }
+
     @Test("silence: KICK IDLE_TIMEOUT after the idle timeout; a heartbeat pushes it back")
     func idle() async throws {
         let harness = try await Harness.start { $0.limits.idleTimeout = 90 }

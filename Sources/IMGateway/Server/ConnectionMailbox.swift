@@ -56,6 +56,8 @@ final class ConnectionMailbox: Sendable {
         var mail: [Mail] = []
         /// Called (outside the lock) by the post that finds the box empty.
         var wake: (@Sendable () -> Void)?
+        /// Once closed: what becomes of a chat the broker took after all (see ``close(accepted:)``).
+        var accepted: (@Sendable (ChatTicket) -> Void)?
     }
 
     private let state: Mutex<State>
@@ -66,14 +68,16 @@ final class ConnectionMailbox: Sendable {
         state = Mutex(State(wake: wake))
     }
 
-    /// Adds mail; wakes the reader if the box was empty. Ignored once closed.
+    /// Adds mail; wakes the reader if the box was empty. Once closed it is dropped, but for a
+    /// chat the broker took, which goes to the handler given to ``close(accepted:)``.
     func post(_ mail: Mail) {
-        let wake = state.withLock { state -> (@Sendable () -> Void)? in
-            guard let wake = state.wake else { return nil }
+        let (wake, accepted) = state.withLock { state -> ((@Sendable () -> Void)?, (@Sendable (ChatTicket) -> Void)?) in
+            guard let wake = state.wake else { return (nil, state.accepted) }
             state.mail.append(mail)
-            return state.mail.count == 1 ? wake : nil
+            return (state.mail.count == 1 ? wake : nil, nil)
         }
         wake?()
+        if let accepted, case .published(let ticket, .success) = mail { accepted(ticket) }
     }
 
     /// Everything posted since the last take, in order.
@@ -84,11 +88,20 @@ final class ConnectionMailbox: Sendable {
         }
     }
 
-    /// Drops what is left and the reference to the reader; later posts are ignored.
-    func close() {
-        state.withLock { state in
-            state.mail = []
-            state.wake = nil
+    /// Drops what is left and the reference to the reader; later posts are ignored. A chat the
+    /// broker took, among what is dropped or posted later, goes to `accepted` (a handler given
+    /// before stays when this one is `nil`): accepted is accepted, read or not, so that its
+    /// id is recorded for the device's RESEND.
+    func close(accepted: (@Sendable (ChatTicket) -> Void)? = nil) {
+        let (dropped, handler) = state.withLock { state in
+            defer {
+                state.mail = []
+                state.wake = nil
+            }
+            state.accepted = accepted ?? state.accepted
+            return (state.mail, state.accepted)
         }
+        guard let handler else { return }
+        for case .published(let ticket, .success) in dropped { handler(ticket) }
     }
 }

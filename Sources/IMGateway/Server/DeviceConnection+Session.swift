@@ -271,8 +271,12 @@ extension DeviceConnection {
             receive(mail)
         case .awaitingLogin, .closing, .closed, .finished:
             // Unsettled deliveries stay with the broker (not acknowledged), which
-            // redelivers them to the device's next connection.
-            return
+            // redelivers them to the device's next connection. A chat the broker took is
+            // accepted all the same, ACK or not: recorded, so that the device's RESEND is
+            // not published twice, and its offline push goes.
+            for case .published(let ticket, .success) in mail {
+                accepted(ticket)
+            }
         }
     }
 
@@ -340,16 +344,31 @@ extension DeviceConnection {
 
     /// The broker has (or refused) a chat message: ACK it to the device, remember its id
     /// for resends.
+    /// The broker has the chat of `ticket`.
+    private func accepted(_ ticket: ConnectionMailbox.ChatTicket) {
+        acceptance?(ticket)
+    }
+
+    /// What a chat the broker took means beyond this connection, connected or not: its id is
+    /// recorded for resends (with the archive, the archive knows every message and the window
+    /// is not used), its offline push goes. `nil` before a session.
+    var acceptance: (@Sendable (ConnectionMailbox.ChatTicket) -> Void)? {
+        guard let session else { return nil }
+        let user = session.user
+        let dedup = archiveLink == nil ? gateway.dedup : nil
+        let push = gateway.push
+        return { ticket in
+            dedup?.record(user: user, id: ticket.messageID, fingerprint: ticket.fingerprint, serverTime: ticket.serverTime)
+            if let notification = ticket.push { push?.chatAccepted(notification) }
+        }
+    }
+
     private func settle(_ ticket: ConnectionMailbox.ChatTicket, _ outcome: Result<Void, MosquittoError>, timestamp: UInt32) {
         chatsInFlight -= 1
         guard let session else { return }
         switch outcome {
         case .success:
-            // (With the archive, it knows every message: the window is not used.)
-            if archiveLink == nil {
-                gateway.dedup.record(user: session.user, id: ticket.messageID, fingerprint: ticket.fingerprint, serverTime: ticket.serverTime)
-            }
-            if let notification = ticket.push { gateway.push?.chatAccepted(notification) }
+            accepted(ticket)
             write(Ack(sequence: ticket.sequence, messageID: ticket.messageID, serverTime: ticket.serverTime, streamOffset: ticket.streamOffset)
                 .frame(timestamp: timestamp, sessionID: ticket.sessionID))
         case .failure(let error):

@@ -343,9 +343,10 @@ final class DeviceConnection: ChannelDuplexHandler {
         // position is saved.
         receiptTimer?.cancel()
         receiptTimer = nil
+        let acceptance = self.acceptance
         closeArchiveLink()
         startUplink(receiptsDue: true, ending: true)
-        mailbox?.close()
+        mailbox?.close(accepted: acceptance)
         lane.close()
         if requests != nil {
             gateway.statistics.loggedIn.subtract(1, ordering: .relaxed)

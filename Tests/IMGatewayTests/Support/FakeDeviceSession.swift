@@ -30,6 +30,8 @@ final class FakeDeviceSession: DeviceSession {
     private let mailbox = Mutex<ConnectionMailbox?>(nil)
     /// Chat publishes fail with this, when set.
     let chatFailure = Mutex<MosquittoError?>(nil)
+    /// While not `nil`, the outcomes of chat publishes wait here (a broker slow to PUBACK).
+    private let heldOutcomes = Mutex<[ConnectionMailbox.Mail]?>(nil)
 
     /// What the fake broker's CONNACK announces.
     let capabilities: BrokerCapabilities
@@ -66,8 +68,28 @@ final class FakeDeviceSession: DeviceSession {
         for answer in batch.presenceAnswers { record.yield(.publish(answer)) }
         let failure = chatFailure.withLock { $0 }
         for chat in batch.chats {
-            mailbox.post(.published(chat.ticket, failure.map { .failure($0) } ?? .success(())))
+            let outcome = ConnectionMailbox.Mail.published(chat.ticket, failure.map { .failure($0) } ?? .success(()))
+            let held = heldOutcomes.withLock { held in
+                held?.append(outcome)
+                return held != nil
+            }
+            if !held { mailbox.post(outcome) }
         }
+    }
+
+    /// Chat publishes' outcomes wait from now on, until ``releaseOutcomes()``.
+    func holdOutcomes() {
+        heldOutcomes.withLock { $0 = $0 ?? [] }
+    }
+
+    /// Posts the outcomes held, in order, and stops holding them.
+    func releaseOutcomes() {
+        let held = heldOutcomes.withLock { held in
+            defer { held = nil }
+            return held ?? []
+        }
+        let mailbox = self.mailbox.withLock { $0 }
+        for outcome in held { mailbox?.post(outcome) }
     }
 
     func publish(_ publish: OutgoingPublish) async throws {
