@@ -65,6 +65,14 @@ struct DeviceConnectionTests {
             return Harness(loop: loop, channel: channel, sessions: sessions, context: context, sessionsMade: made)
         }
 
+        /// Another connection to the same gateway, on the same event loop.
+        func anotherChannel() async throws -> NIOAsyncTestingChannel {
+            let channel = NIOAsyncTestingChannel(loop: loop)
+            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, sequence: OutboundSequence(), peer: "test-2", now: loop.now))
+            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2))
+            return channel
+        }
+
         /// Sends a frame from the device; returns its sequence.
         @discardableResult
         func send(_ message: IMMessage, sessionID: UInt16 = 3) async throws -> UInt32 {
@@ -291,6 +299,31 @@ struct DeviceConnectionTests {
         #expect(harness.channel.isActive, "the refreshed token holds for an hour")
         _ = session
         try await harness.channel.close()
+    }
+
+    @Test("a login whose device dropped while it waited (here for the device's older connection to leave) opens no MQTT session: it would take over one the device opened elsewhere meanwhile")
+    func droppedBeforeConnect() async throws {
+        let harness = try await Harness.start()
+        let (_, first) = try await harness.login()
+        // The same device logs in again on a second connection: the login waits for the
+        // first connection to leave, which waits for its MQTT session to end (held).
+        first.holdEnds()
+        let second = try await harness.anotherChannel()
+        let token = try await harness.minter.mint(user: "alice")
+        try await second.writeInbound(IMMessage.login(LoginRequest(token: token, deviceID: "phone")).frame(sequence: 1, timestamp: 1, sessionID: 5))
+        let ending = await first.next { if case .end(let reason) = $0 { reason } else { nil } }
+        #expect(ending == .takenOver)
+        // The device drops the second connection; then the first connection's end returns.
+        try await second.close()
+        first.releaseEnds()
+        // The login ends without a session (the registry forgets it).
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await harness.context.registry.count > 0, ContinuousClock.now < deadline {
+            await harness.loop.run()
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(await harness.context.registry.count == 0)
+        #expect(harness.sessionsMade.current == 1, "a session was opened for a device that had gone")
     }
 
     @Test("a chat the broker takes after the device dropped is still recorded as accepted: its RESEND is not published again")

@@ -67,12 +67,22 @@ extension DeviceConnection {
         logger[metadataKey: "user"] = "\(user)"
         logger[metadataKey: "device"] = "\(device)"
         var retry = ConnectRetry(deadline: .now + .seconds(gateway.configuration.limits.loginTimeout))
+        /// A device that went away during its login (it waited for an older connection to
+        /// leave, its turn to connect, a retry) may be logging in elsewhere: a session opened
+        /// now would take that one over and KICK it with SESSION_TAKEN_OVER, which tells it to
+        /// stay away.
+        func abandoned() async -> LoginOutcome {
+            logger.debug("the device left during its login: no MQTT session opened")
+            await gateway.registry.unregister(user: user, device: device, id: registration)
+            return .brokerFailed("\(LoginFailure.deviceGone)")
+        }
         while true {
+            if closed.isSet { return await abandoned() }
             let session = gateway.makeSession(user: user, device: device, receiptNotices: receiptNotices)
             // Before connecting: a resumed session's queued messages follow CONNACK at once.
             await session.attach(to: mailbox)
             do {
-                let connected = try await session.connect()
+                let connected = try await session.connect(unless: { closed.isSet })
                 let fit = gateway.brokerAnnounced(connected.capabilities, persistent: true)
                 guard fit.isUsable else { throw LoginFailure.brokerUnfit(fit.refusal) }
                 let resumed = connected.sessionPresent
@@ -90,14 +100,13 @@ extension DeviceConnection {
                     asked: request.position)
             } catch {
                 await session.end(.takenOver)
-                if !closed.isSet, let delay = retry.delay(after: error, now: .now) {
+                if closed.isSet { return await abandoned() }
+                if let delay = retry.delay(after: error, now: .now) {
                     logger.notice("the broker refused the session; trying again", metadata: [
                         "error": "\(error)", "tries": "\(retry.tries - 1)", "delay": "\(delay)",
                     ])
                     try? await Task.sleep(for: delay)
-                    // A device that went away meanwhile may be logging in elsewhere: a session
-                    // opened now would take that one over.
-                    if !closed.isSet { continue }
+                    continue
                 }
                 // A broker that cannot carry imgw may refuse the session's CONNECT itself (its
                 // will is retained): the reason found in a CONNACK that got through says more.
@@ -136,10 +145,13 @@ extension DeviceConnection {
     enum LoginFailure: Error, CustomStringConvertible {
         /// The broker's CONNACK says imgw cannot work there (``BrokerFit``).
         case brokerUnfit(String)
+        /// The device's connection closed before its MQTT session connected.
+        case deviceGone
 
         var description: String {
             switch self {
             case .brokerUnfit(let reason): reason
+            case .deviceGone: "the device's connection closed during its login"
             }
         }
     }

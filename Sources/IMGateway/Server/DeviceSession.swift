@@ -30,8 +30,10 @@ protocol DeviceSession: AnyObject, Sendable {
     /// once.
     func attach(to mailbox: ConnectionMailbox) async
     /// Connects, resuming the device's session if the broker kept it; returns what CONNACK
-    /// said (whether it did, what the broker offers).
-    func connect() async throws -> MosquittoClient.ConnectResult
+    /// said (whether it did, what the broker offers). Gives up with
+    /// ``DeviceConnection/LoginFailure/deviceGone`` instead of connecting once `deviceGone`
+    /// says so (checked as late as it can be: after waiting its turn to connect).
+    func connect(unless deviceGone: @escaping @Sendable () -> Bool) async throws -> MosquittoClient.ConnectResult
     /// Starts what `batch` holds in one visit to the MQTT side, in its order; the outcome of
     /// each chat publish is posted to `mailbox`, a receipt that fails is logged to `logger`.
     func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger)

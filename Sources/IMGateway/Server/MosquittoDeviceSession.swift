@@ -54,8 +54,12 @@ final class MosquittoDeviceSession: DeviceSession {
     /// ack-through, hold everything this client queues until the device ACKs them: so
     /// deliveries must already flow to the device before `subscribeAndAnnounce(probeOwnDevices:)` is
     /// awaited.
-    func connect() async throws -> MosquittoClient.ConnectResult {
-        try await context.connectGate.run { try await client.connect() }
+    func connect(unless deviceGone: @escaping @Sendable () -> Bool) async throws -> MosquittoClient.ConnectResult {
+        try await context.connectGate.run {
+            // Its turn may come long after the device left (a login storm).
+            if deviceGone() { throw DeviceConnection.LoginFailure.deviceGone }
+            return try await client.connect()
+        }
     }
 
     /// Hands received messages and the loss of the connection to `mailbox` (on the MQTT

@@ -30,6 +30,8 @@ final class FakeDeviceSession: DeviceSession {
     private let mailbox = Mutex<ConnectionMailbox?>(nil)
     /// Chat publishes fail with this, when set.
     let chatFailure = Mutex<MosquittoError?>(nil)
+    /// While not `nil`, calls of ``end(_:)`` wait here.
+    private let endsHeld = Mutex<[CheckedContinuation<Void, Never>]?>(nil)
     /// While not `nil`, the outcomes of chat publishes wait here (a broker slow to PUBACK).
     private let heldOutcomes = Mutex<[ConnectionMailbox.Mail]?>(nil)
 
@@ -55,7 +57,8 @@ final class FakeDeviceSession: DeviceSession {
         self.mailbox.withLock { $0 = mailbox }
     }
 
-    func connect() async throws -> MosquittoClient.ConnectResult {
+    func connect(unless deviceGone: @escaping @Sendable () -> Bool) async throws -> MosquittoClient.ConnectResult {
+        if deviceGone() { throw DeviceConnection.LoginFailure.deviceGone }
         record.yield(.connect)
         if let refusal = refusal { throw MosquittoError.connectionRefused(refusal) }
         return MosquittoClient.ConnectResult(sessionPresent: false, capabilities: capabilities)
@@ -111,6 +114,28 @@ final class FakeDeviceSession: DeviceSession {
 
     func end(_ reason: ConnectionStateMachine.CloseReason) async {
         record.yield(.end(reason))
+        await withCheckedContinuation { continuation in
+            let held = endsHeld.withLock { held in
+                held?.append(continuation)
+                return held != nil
+            }
+            if !held { continuation.resume() }
+        }
+    }
+
+    /// From now on ``end(_:)`` returns only after ``releaseEnds()`` (a broker slow to see the
+    /// session go).
+    func holdEnds() {
+        endsHeld.withLock { $0 = $0 ?? [] }
+    }
+
+    /// Lets the held ends return, and those to come.
+    func releaseEnds() {
+        let held = endsHeld.withLock { held in
+            defer { held = nil }
+            return held ?? []
+        }
+        for continuation in held { continuation.resume() }
     }
 
     // The broker's part.
