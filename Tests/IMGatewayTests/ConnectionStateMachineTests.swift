@@ -265,6 +265,40 @@ struct ConnectionStateMachineTests {
         #expect(read)
     }
 
+    @Test("RATE_LIMITED: reading pauses until the given time, the deadline says so, and the timer's event resumes a held read once")
+    func rateLimitPause() {
+        var machine = Start.loggedIn.machine()
+        let idle = machine.nextDeadline
+        machine.rateLimited(until: Self.at(3))
+        #expect(machine.nextDeadline == Self.at(3))
+        let held = machine.readRequested()
+        #expect(!held, "held: paused")
+        machine.rateLimited(until: Self.at(2))
+        #expect(machine.reading.pausedUntil == Self.at(3), "a shorter pause does not cut a longer one")
+        let resumedEarly = machine.backpressureChanged(writable: true)
+        #expect(!resumedEarly, "other backpressure does not end the pause")
+        let early = machine.handle(.timerFired(now: Self.at(2)))
+        #expect(early == .none)
+        let due = machine.handle(.timerFired(now: Self.at(3)))
+        #expect(due == .resumeReading)
+        #expect(machine.nextDeadline == idle)
+        let again = machine.handle(.timerFired(now: Self.at(4)))
+        #expect(again == .none, "once")
+        let open = machine.readRequested()
+        #expect(open)
+        // Without a held read the pause just ends.
+        machine.rateLimited(until: Self.at(5))
+        let ended = machine.handle(.timerFired(now: Self.at(5)))
+        #expect(ended == .none)
+        let openAgain = machine.readRequested()
+        #expect(openAgain)
+        // Before the login it means nothing.
+        var fresh = Start.awaitingLogin.machine()
+        fresh.rateLimited(until: Self.at(5))
+        let freshRead = fresh.readRequested()
+        #expect(freshRead)
+    }
+
     @Test("a session is ended exactly once, with the reason the connection closed for")
     func sessionEndsOnce() {
         let endings: [(Event, Machine.CloseReason)] = [

@@ -2,6 +2,7 @@ import Foundation
 import IMGateway
 import IMWire
 import Testing
+import Synchronization
 
 @testable import IMClient
 
@@ -39,6 +40,56 @@ struct ChatRateLimitIntegrationTests {
             }
         }
         #expect(delivered == ["r0", "r1", "r2"])
+        await gateway.stop()
+    }
+
+    @Test("a device that ignores RATE_LIMITED is read a burst per pause, not refused frame by frame; a pair chatting at 50/s beside it loses nothing")
+    func flooder() async throws {
+        // The defaults: 2,000 a second, a burst of 2,000.
+        let gateway = try await TestGateway.start()
+        let alice = try await gateway.device("alice", device: "phone")
+        let bob = try await gateway.device("bob", device: "phone")
+        let mallory = try await gateway.device("mallory", device: "phone")
+        // Mallory writes chats as fast as her socket takes them and never waits for an answer.
+        let stop = Atomic<Bool>(false)
+        let sent = Atomic<Int>(0)
+        let flood = Task {
+            var next = 0
+            while !stop.load(ordering: .relaxed) {
+                let batch = (next..<next + 500).map { IMMessage.chat(ChatSend(to: "carol", messageID: "f-\($0)", content: .text("x"))) }
+                next += batch.count
+                guard (try? await mallory.sendAll(batch)) != nil else { return }
+                sent.add(batch.count, ordering: .relaxed)
+            }
+        }
+        // What she is told piles up in her (unbounded) stream, unread: her socket is read
+        // all the time, so the gateway's answers never hold it back.
+        // Alice chats with bob at 50 a second for 3 s beside her.
+        var ids: [String] = []
+        for index in 0..<150 {
+            ids.append("p-\(index)")
+            try await alice.send(.chat(ChatSend(to: "bob", messageID: "p-\(index)", content: .text("\(index)"))))
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        stop.store(true, ordering: .relaxed)
+        let flooded = sent.load(ordering: .relaxed)
+        var received: [String] = []
+        while received.count < ids.count {
+            let (frame, message) = try await bob.next(within: 10, "alice's chats (\(received.count) of \(ids.count))")
+            if case .delivery(let delivery) = message {
+                received.append(delivery.messageID)
+                try await bob.ack(frame)
+            }
+        }
+        #expect(received == ids, "the pair lost nothing, in order")
+        let refused = try await gateway.metric("imgw_chat_rate_limited_total")
+        await mallory.drop()
+        _ = await flood.result
+        print("flood: \(flooded) chats written in 3 s, \(refused) refused")
+        // Refused frame by frame, she is refused all the gateway can read of what she writes
+        // (26,000 or more in 3 s here); read a burst per pause (1 s: the bucket's refill),
+        // what a few reads hold.
+        #expect(refused < 12_000, "\(refused) refusals for \(flooded) chats written")
         await gateway.stop()
     }
 

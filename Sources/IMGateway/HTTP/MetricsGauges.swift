@@ -30,6 +30,7 @@ final class MetricsGauges: Sendable {
         ]
         var totals: [Reading] = [
             ("chat_messages_in", "total", "Chat messages accepted from devices", { Self.count(statistics.messagesIn) }),
+            ("chat_rate_limited", "total", "Chat messages refused RATE_LIMITED (limits.chat_rate)", { Self.count(statistics.chatRateLimited) }),
             ("messages_out", "total", "Messages written to devices", { Self.count(statistics.messagesOut) }),
             ("forged_messages_dropped", "total", "Chats, receipts, shares and positions on the broker that no gateway wrote, dropped",
              { Self.count(statistics.forgedMessages) }),

@@ -25,6 +25,8 @@ public enum ConnectionAction: Sendable, Hashable {
     case endSession(ConnectionStateMachine.CloseReason)
     /// The channel is closed and nothing is left open: the connection has finished.
     case finish
+    /// A read held back by a pause after RATE_LIMITED happens now.
+    case resumeReading
 
     /// The last frame of a connection the gateway closes.
     public enum Farewell: Sendable, Hashable {

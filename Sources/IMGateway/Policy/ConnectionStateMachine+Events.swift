@@ -140,6 +140,7 @@ extension ConnectionStateMachine {
                 return self.close(.deliveryTimeout, code: .idleTimeout,
                     "delivery not acknowledged within \(Self.seconds(self.limits.deliveryAckTimeout)) s")
             }
+            if self.reading.pauseEnded(now: now) { return .resumeReading }
             return .none
         case .closing, .closed, .finished:
             return .none

@@ -170,6 +170,7 @@ public struct ConnectionStateMachine: Sendable {
             var next = self.lastHeard + self.limits.idleTimeout
             if let token = self.tokenDeadline { next = min(next, token) }
             if let oldest = self.deliveries.oldest { next = min(next, oldest + self.limits.deliveryAckTimeout) }
+            if let paused = self.reading.pausedUntil { next = min(next, paused) }
             return next
         case .closing, .closed, .finished:
             return nil
@@ -195,6 +196,13 @@ extension ConnectionStateMachine {
 
     /// The channel asks to read: whether to read now.
     public mutating func readRequested() -> Bool { self.reading.readRequested() }
+
+    /// The device's chat was refused RATE_LIMITED: nothing more is read from it before
+    /// `until` (``Event/timerFired(now:)`` then answers ``ConnectionAction/resumeReading``).
+    public mutating func rateLimited(until: NIODeadline) {
+        guard self.isLoggedIn else { return }
+        self.reading.pause(until: until)
+    }
 
     /// Chat messages waiting for the broker, or the socket's writability, changed: whether
     /// a held read happens now.

@@ -181,6 +181,17 @@ extension DeviceConnection {
             retryAfter = wait
         }
         let limits = gateway.configuration.limits
+        gateway.statistics.chatRateLimited.add(1, ordering: .relaxed)
+        if let loop {
+            // Whatever the device sends before the retry time is refused too: not read until
+            // then, and not before the bucket could refill (at most 1 s): a device that
+            // honours RETRY_AFTER loses no throughput (its tokens wait for it), one that
+            // ignores it costs a read a pause instead of a refusal a frame.
+            let refill = limits.chatRate > 0 ? min(1, Double(limits.chatBurst) / limits.chatRate) : 0
+            let pause = max(Double(retryAfter) / 1000, refill)
+            machine.rateLimited(until: loop.now + .nanoseconds(Int64(pause * 1e9)))
+            armTimer()
+        }
         reply(Ack.rateLimited(sequence: header.sequence, retryAfter: retryAfter,
             message: "more than \(limits.chatRate.rounded() == limits.chatRate ? String(Int(limits.chatRate)) : String(limits.chatRate)) chat messages per second; retry in \(retryAfter) ms"), to: header)
         return false

@@ -300,6 +300,8 @@ final class DeviceConnection: ChannelDuplexHandler {
             mailbox?.close()
             lane.close()
             finished?.succeed(())
+        case .resumeReading:
+            channelContext?.read()
         }
     }
 

@@ -126,6 +126,8 @@ final class GatewayStatistics: Sendable {
     let connections = ConnectionTracker()
     let loggedIn = Atomic<Int>(0)
     let messagesIn = Atomic<Int>(0)
+    /// Chat messages refused RATE_LIMITED (``GatewayConfiguration/LimitSettings/chatRate``).
+    let chatRateLimited = Atomic<Int>(0)
     let messagesOut = Atomic<Int>(0)
     /// Chat deliveries replayed from the archive (catching devices up).
     let caughtUp = Atomic<Int>(0)

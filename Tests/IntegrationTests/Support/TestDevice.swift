@@ -70,6 +70,14 @@ final class TestDevice: Sendable {
         try await outbound.write(frame)
     }
 
+    /// Sends `messages` with the next sequence numbers, in one write (one flush).
+    func sendAll(_ messages: [IMMessage], sessionID: UInt16 = 0) async throws {
+        let first = self.sequence.add(UInt32(messages.count), ordering: .relaxed).newValue - UInt32(messages.count) + 1
+        try await outbound.write(contentsOf: messages.enumerated().map { index, message in
+            message.frame(sequence: first + UInt32(index), timestamp: 1_700_000_000, sessionID: sessionID)
+        })
+    }
+
     /// The next frame, decoded.
     func next(within seconds: Double = 10, _ what: String = "a frame") async throws -> (IMFrame, IMMessage) {
         let frame = try await frames.next(within: seconds, what)
