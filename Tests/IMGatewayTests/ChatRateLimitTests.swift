@@ -22,6 +22,26 @@ struct ChatRateLimitTests {
         #expect(limit.admit(messageID: "m5", now: 100.2 + ChatRateLimit.longestHold + 0.001) == .allow)
     }
 
+    @Test("refusals ignored: counted once per refusal when something else comes past the retry time or the refused one is given up; sending it again clears the count")
+    func ignoredRefusals() {
+        var limit = ChatRateLimit(ratePerSecond: 10, burst: 1)
+        #expect(limit.admit(messageID: "a", now: 100) == .allow)
+        #expect(limit.admit(messageID: "b", now: 100) == .refuse(retryAfterMilliseconds: 100))
+        _ = limit.admit(messageID: "c", now: 100.05)
+        #expect(limit.ignoredRefusals == 0, "before the retry time: the device had not been told to wait yet")
+        _ = limit.admit(messageID: "c", now: 100.2)
+        _ = limit.admit(messageID: "d", now: 100.3)
+        #expect(limit.ignoredRefusals == 1, "once for this refusal")
+        // Given up: let through past longestHold, still counted; the next refusal ignored too.
+        #expect(limit.admit(messageID: "e", now: 100.1 + ChatRateLimit.longestHold + 0.01) == .allow)
+        #expect(limit.admit(messageID: "f", now: 100.1 + ChatRateLimit.longestHold + 0.01) != .allow)
+        _ = limit.admit(messageID: "g", now: 103)
+        #expect(limit.ignoredRefusals == 2)
+        // As the protocol asks: the refused one again, after the retry time.
+        #expect(limit.admit(messageID: "f", now: 103.5) == .allow)
+        #expect(limit.ignoredRefusals == 0)
+    }
+
     @Test("a long pause refills the whole burst, no more")
     func burst() {
         var limit = ChatRateLimit(ratePerSecond: 1, burst: 3)

@@ -19,6 +19,11 @@ struct ChatRateLimit: Sendable {
     /// How long past the retry time the limit waits for the first refused message.
     static let longestHold = 2.0
 
+    /// Refusals in a row the device ignored: it sent something else once the retry time had
+    /// passed, or gave the refused message up. Back to 0 when it sends the refused message
+    /// again, as the protocol asks. (The connection pauses reading longer the more there are.)
+    private(set) var ignoredRefusals = 0
+
     /// nil: no limit.
     private var bucket: RateLimiter?
     /// Refusing everything: until when at least (seconds on the caller's clock), and the
@@ -30,6 +35,8 @@ struct ChatRateLimit: Sendable {
         var firstRefused: String
         /// Closed by ``hold(messageID:retryAfterMilliseconds:now:)``, not by the rate.
         var byStore = false
+        /// Counted in ``ignoredRefusals`` already.
+        var ignored = false
     }
 
     /// A limit of `ratePerSecond` (0: none) with `burst` messages back to back.
@@ -42,12 +49,20 @@ struct ChatRateLimit: Sendable {
     mutating func admit(messageID: String, now readNow: @autoclosure () -> Double) -> Decision {
         guard bucket != nil || closed != nil else { return .allow }
         let now = readNow()
-        if let closed {
-            let reopened = (now >= closed.until && messageID == closed.firstRefused) || now >= closed.until + Self.longestHold
-            guard reopened else {
+        if var closed {
+            let resent = now >= closed.until && messageID == closed.firstRefused
+            let gaveUp = now >= closed.until + Self.longestHold
+            if !resent, now >= closed.until, !closed.byStore, !closed.ignored {
+                // Past the retry time, and not the refused message: RETRY_AFTER ignored.
+                closed.ignored = true
+                self.ignoredRefusals += 1
+                self.closed = closed
+            }
+            guard resent || gaveUp else {
                 let wait = Self.milliseconds(closed.until - now)
                 return closed.byStore ? .held(retryAfterMilliseconds: wait) : .refuse(retryAfterMilliseconds: wait)
             }
+            if resent { self.ignoredRefusals = 0 }
             self.closed = nil
         }
         guard var bucket else { return .allow }

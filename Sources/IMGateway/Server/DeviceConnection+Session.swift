@@ -186,9 +186,10 @@ extension DeviceConnection {
             // Whatever the device sends before the retry time is refused too: not read until
             // then, and not before the bucket could refill (at most 1 s): a device that
             // honours RETRY_AFTER loses no throughput (its tokens wait for it), one that
-            // ignores it costs a read a pause instead of a refusal a frame.
+            // ignores it costs a read a pause instead of a refusal a frame, and the pause
+            // doubles each time it ignores one more (up to 16 s).
             let refill = limits.chatRate > 0 ? min(1, Double(limits.chatBurst) / limits.chatRate) : 0
-            let pause = max(Double(retryAfter) / 1000, refill)
+            let pause = max(Double(retryAfter) / 1000, refill) * Double(1 << min(chatLimit.ignoredRefusals, 4))
             machine.rateLimited(until: loop.now + .nanoseconds(Int64(pause * 1e9)))
             armTimer()
         }
