@@ -157,6 +157,9 @@ final class EmbeddedGateway: Sendable {
         self.printed = printed
     }
 
+    /// Every line printed so far.
+    var allPrinted: [String] { printed.lines.withLock { $0 } }
+
     /// The first line printed so far that contains `marker`.
     func printedLine(containing marker: String) -> String? {
         printed.lines.withLock { $0.first { $0.contains(marker) } }

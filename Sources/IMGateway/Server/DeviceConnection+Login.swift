@@ -81,6 +81,17 @@ extension DeviceConnection {
             let session = gateway.makeSession(user: user, device: device, receiptNotices: receiptNotices)
             // Before connecting: a resumed session's queued messages follow CONNACK at once.
             await session.attach(to: mailbox)
+            // Nothing here outlives the login's deadline: a session lost at the broker while
+            // it subscribes and announces (taken over by a newer login of the device) leaves
+            // its QoS 1 publish waiting for a PUBACK that never comes, and a login that never
+            // ends holds its connection open, and the next login of the device, which waits
+            // for it, and so on. Ending the session fails whatever waits on it.
+            let watchdog = Task { [deadline = retry.deadline, logger] in
+                try await Task.sleep(until: deadline, clock: .continuous)
+                logger.notice("the MQTT session did not open within the login's time: ended")
+                await session.end(.loginTimeout)
+            }
+            defer { watchdog.cancel() }
             do {
                 let connected = try await session.connect(unless: { closed.isSet })
                 let fit = gateway.brokerAnnounced(connected.capabilities, persistent: true)
