@@ -325,11 +325,7 @@ final class IMGWProcess: Sendable {
 
     /// A gauge or counter from its /metrics (`imgw_connections`, ...).
     func metric(_ name: String) async throws -> Double {
-        let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(metricsPort)/metrics"])
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + " ") }),
-              let value = Double(line.split(separator: " ").last ?? "")
-        else { throw TestError("no \(name) in /metrics: \(text)") }
-        return value
+        try await scrapeMetric(name, port: metricsPort)
     }
 
     /// SIGTERM; returns how long imgw took to exit, or nil if it was still running after
@@ -361,4 +357,14 @@ final class IMGWProcess: Sendable {
     deinit {
         process.signal(SIGKILL)
     }
+}
+
+/// The value of the metric `name` (without labels) on the /metrics of the gateway whose
+/// metrics listen on `port`.
+func scrapeMetric(_ name: String, port: Int) async throws -> Double {
+    let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(port)/metrics"])
+    guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + " ") }),
+          let value = Double(line.split(separator: " ").last ?? "")
+    else { throw TestError("no \(name) in /metrics: \(text)") }
+    return value
 }

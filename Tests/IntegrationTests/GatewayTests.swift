@@ -689,10 +689,7 @@ final class TestGateway: Sendable {
 
     /// The value of the metric `name` (without labels) on its /metrics.
     func metric(_ name: String) async throws -> Double {
-        let port = try #require(await server.metrics?.localAddress().port)
-        let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(port)/metrics"])
-        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix(name + " ") }, "\(name) on /metrics")
-        return try #require(Double(line.dropFirst(name.count + 1)), "\(line)")
+        try await scrapeMetric(name, port: try #require(await server.metrics?.localAddress().port))
     }
 
     /// Shuts the server down (as on SIGTERM), waits until it has ended, stops the broker.

@@ -118,9 +118,7 @@ struct OneUserFuzzTests {
 
     /// imgw_connections on the gateway's /metrics.
     static func openConnections(_ setup: EmbeddedGateway.Setup) async throws -> Int {
-        let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(setup.metricsPort)/metrics"])
-        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("imgw_connections ") })
-        return Int(Double(line.dropFirst("imgw_connections ".count)) ?? -1)
+        Int(try await scrapeMetric("imgw_connections", port: setup.metricsPort))
     }
 }
 
