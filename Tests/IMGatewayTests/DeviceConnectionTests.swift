@@ -251,14 +251,14 @@ struct DeviceConnectionTests {
     @Test("a token that expires: KICK TOKEN_EXPIRED, then the session ends (leeway counted)")
     func tokenExpiry() async throws {
         let harness = try await Harness.start { $0.auth.leeway = 5 }
-        let (_, session) = try await harness.login(validFor: 10)
-        // Not before expiry plus leeway: 14 to 15 s from now (the token's exp is whole
-        // seconds), less the real time the login took.
-        await harness.loop.advanceTime(by: .seconds(10))
+        let (_, session) = try await harness.login(validFor: 30)
+        // Not before expiry plus leeway: 34 to 35 s from now (the token's exp is whole
+        // seconds), less the real time the login took (seconds, on a loaded machine).
+        await harness.loop.advanceTime(by: .seconds(20))
         #expect(harness.channel.isActive)
         try await harness.send(.heartbeat)
         _ = try await harness.next()
-        await harness.loop.advanceTime(by: .seconds(6))
+        await harness.loop.advanceTime(by: .seconds(16))
         let (_, kick) = try await harness.next()
         #expect(kick == .kick(Kick(reason: .tokenExpired, message: "the token expired; log in with a new one")))
         try await harness.closed()
