@@ -49,6 +49,12 @@ extension MosquittoClient {
         /// With ``receivesProperties`` off: whether received messages still carry their
         /// correlation data (one copy, nothing else). Default false.
         public var receivesCorrelationData: Bool
+        /// Whether QoS 1/2 publishes waiting for the broker fail (with
+        /// ``MosquittoError/connectionLost(_:)``) when the connection ends. Default false:
+        /// libmosquitto sends them again after the next ``MosquittoClient/connect()``, so they
+        /// keep waiting for it. A client that is never connected again turns this on, or they
+        /// wait until it is closed.
+        public var failsPublishesOnLoss: Bool
 
         /// A configuration with the given identity and defaults for everything else.
         public init(clientID: String, host: String = "127.0.0.1", port: Int = 1883) {
@@ -69,6 +75,7 @@ extension MosquittoClient {
             self.connectTimeout = 10
             self.receivesProperties = true
             self.receivesCorrelationData = false
+            self.failsPublishesOnLoss = false
         }
     }
 

@@ -822,7 +822,7 @@ public actor MosquittoClient {
         }
         // Held PUBACKs are discarded with the connection: the broker redelivers.
         unacknowledged.removeAll()
-        failAll(.connectionLost(reason), includingPublishes: false)
+        failAll(.connectionLost(reason), includingPublishes: configuration.failsPublishesOnLoss)
         report(.disconnected(reason))
     }
 

@@ -138,7 +138,7 @@ struct DeviceConnectionTests {
         return MosquittoMessage(topic: "im/u/\(recipient)/inbox", payload: PayloadCodec.encode(payload), qos: .atLeastOnce, deliveryID: deliveryID)
     }
 
-    @Test("login: LOGIN_OK refers to the LOGIN and carries its session id; the session subscribes and announces")
+    @Test("login: LOGIN_OK refers to the LOGIN and carries its session id; the session announces, then subscribes (a delivery after the SUBACK holds its writes), then probes")
     func login() async throws {
         let harness = try await Harness.start()
         try await harness.send(.heartbeat, sessionID: 9)
@@ -149,10 +149,19 @@ struct DeviceConnectionTests {
         guard case .loginOK(let ok) = try IMMessage(frame: frame) else { return }
         #expect(ok.userID == "alice" && ok.deviceID == "phone" && ok.refSequence == 2)
         #expect(ok.sessionResumed == false, "the fake broker keeps no session")
-        let subscribed = await session.next { if case .subscribe(let filters) = $0 { filters } else { nil } }
-        #expect(subscribed == ["im/u/alice/inbox", "im/u/alice/receipts", "im/u/alice/signal", "im/u/alice/presence/+"])
-        let announced = await session.next { if case .publish(let publish) = $0 { publish } else { nil } }
-        #expect(announced?.topic == "im/u/alice/presence/phone" && announced?.retain == true)
+        var calls: [String] = []
+        while calls.count < 3, let call = await session.next({ $0 }) {
+            switch call {
+            case .publish(let publish): calls.append(publish.topic + (publish.retain ? " retained" : ""))
+            case .subscribe(let filters): calls.append("subscribe " + filters.joined(separator: " "))
+            default: continue
+            }
+        }
+        #expect(calls == [
+            "im/u/alice/presence/phone retained",
+            "subscribe im/u/alice/inbox im/u/alice/receipts im/u/alice/signal im/u/alice/presence/+",
+            "im/u/alice/signal",
+        ])
         try await harness.channel.close()
     }
 

@@ -393,6 +393,28 @@ struct MosquittoClientTests {
         await client.close()
     }
 
+    @Test("with failsPublishesOnLoss, a QoS 1 publish whose connection ends before its PUBACK fails at once with the loss")
+    func publishFailsOnLoss() async throws {
+        let broker = try await TestBroker.start()
+        let proxy = try await FaultProxy.start(upstreamPort: broker.port)
+        TestResources.track { await proxy.stop() }
+        var configuration = MosquittoClient.Configuration(clientID: "failing-publisher", host: "127.0.0.1", port: proxy.port)
+        configuration.failsPublishesOnLoss = true
+        let client = makeClient(configuration: configuration)
+        try await client.connect()
+        proxy.blackholeAll()
+        let ticket = try await client.startPublish(topic: "stalled/1", payload: Array("x".utf8), qos: .atLeastOnce)
+        let waiting = Task { try await client.completion(of: ticket) }
+        proxy.cutAll()
+        let outcome = await waiting.result
+        guard case .failure(let error) = outcome, case .connectionLost = error as? MosquittoError else {
+            Issue.record("expected connectionLost, got \(outcome)")
+            await client.close()
+            return
+        }
+        await client.close()
+    }
+
     @Test("subscribe to several filters, unsubscribe stops delivery")
     func subscribeMany() async throws {
         let broker = try await TestBroker.start()

@@ -39,6 +39,8 @@ protocol DeviceSession: AnyObject, Sendable {
     func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger)
     /// Publishes and waits for the broker to take it.
     func publish(_ publish: OutgoingPublish) async throws
+    /// Hands `publish` to the MQTT client without waiting for it to be written or taken.
+    func enqueue(_ publish: OutgoingPublish) async throws
     /// Publishes `publishes` in order, at most `window` waiting for the broker at once;
     /// returns once the broker has every one, or throws the first failure.
     func publishAll(_ publishes: [OutgoingPublish], window: Int) async throws
@@ -57,7 +59,13 @@ extension DeviceSession {
     /// (retained). With `probeOwnDevices`, it then asks the user's other online devices for
     /// their presence (``presenceProbes(_:)``): on a cluster whose nodes keep retained
     /// messages apart, theirs may not reach this subscription.
+    ///
+    /// "Online" goes first: once subscribed, a QoS 1 message that arrives holds the session's
+    /// writes (ack-through: its PUBACK waits for the device's ACK, which comes after LOGIN_OK,
+    /// which waits for this), so a publish awaited after subscribing could wait for ever. The
+    /// probe, whose answers come on the signal topic, follows the subscriptions unawaited.
     func subscribeAndAnnounce(probeOwnDevices: Bool) async throws {
+        try await publish(presence(.online))
         let results = try await subscribe([
             .init(topics.inbox(user: user), qos: .atLeastOnce, options: SubscribeOptions(noLocal: true)),
             .init(topics.receipts(user: user), qos: .atLeastOnce),
@@ -69,8 +77,7 @@ extension DeviceSession {
                 throw MosquittoError.subscriptionRejected(filter: topics.inbox(user: user), reason)
             }
         }
-        try await publish(presence(.online))
-        if probeOwnDevices { try await publish(presenceProbes([user])[0]) }
+        if probeOwnDevices { try await enqueue(presenceProbes([user])[0]) }
     }
 
     /// This device's presence: "online" carries the login time, "offline" the time now.

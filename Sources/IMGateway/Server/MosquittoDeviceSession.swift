@@ -32,6 +32,11 @@ final class MosquittoDeviceSession: DeviceSession {
         configuration.keepalive = broker.keepalive
         configuration.maxInflightPublishes = broker.maxInflight
         configuration.acknowledgement = .manual
+        // A device session is never connected again (a lost one ends its connection, a login
+        // that tries again makes a new one): what waits for the broker fails with the loss,
+        // instead of waiting for the session's end (a login announcing presence when the
+        // broker took the session over waited for its deadline).
+        configuration.failsPublishesOnLoss = true
         // The gateway reads payloads, topics and the correlation data (the gateways' tag,
         // MessageAuthenticator) only.
         configuration.receivesProperties = false
@@ -115,6 +120,11 @@ final class MosquittoDeviceSession: DeviceSession {
 
     func publish(_ publish: OutgoingPublish) async throws {
         try await client.publish(
+            topic: publish.topic, payload: publish.payload, qos: publish.qos, retain: publish.retain, properties: publish.properties)
+    }
+
+    func enqueue(_ publish: OutgoingPublish) async throws {
+        _ = try await client.startPublish(
             topic: publish.topic, payload: publish.payload, qos: publish.qos, retain: publish.retain, properties: publish.properties)
     }
 

@@ -99,6 +99,10 @@ final class FakeDeviceSession: DeviceSession {
         record.yield(.publish(publish))
     }
 
+    func enqueue(_ publish: OutgoingPublish) async throws {
+        record.yield(.publish(publish))
+    }
+
     func publishAll(_ publishes: [OutgoingPublish], window: Int) async throws {
         for publish in publishes { record.yield(.publish(publish)) }
     }
