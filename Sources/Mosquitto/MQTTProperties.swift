@@ -93,8 +93,6 @@ extension MQTTProperties {
         return list
     }
 
-    /// Copies what we expose from a libmosquitto property list (which the library frees
-    /// after the callback returns).
     /// Only the correlation data of `list` (one copy; the rest is left alone).
     init(correlationDataOf list: OpaquePointer?) {
         self.init()
@@ -107,6 +105,8 @@ extension MQTTProperties {
         free(value)
     }
 
+    /// Copies what we expose from a libmosquitto property list (which the library frees
+    /// after the callback returns).
     init(copying list: OpaquePointer?) {
         self.init()
         var property = list

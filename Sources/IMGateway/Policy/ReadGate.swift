@@ -36,8 +36,8 @@ public struct ReadGate: Sendable, Hashable {
         return self.update()
     }
 
-    /// The channel asks to read: whether to read now (else it is held until ``resume()``
-    /// says so).
+    /// The channel asks to read: whether to read now (else it is held until
+    /// ``update(waitingChats:writable:)`` or ``pauseEnded(now:)`` says so).
     public mutating func readRequested() -> Bool {
         if self.open { return true }
         self.readPending = true

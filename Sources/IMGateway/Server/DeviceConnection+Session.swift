@@ -354,8 +354,6 @@ extension DeviceConnection {
         if machine.backpressureChanged(waitingChats: waiting), let context = channelContext { context.read() }
     }
 
-    /// The broker has (or refused) a chat message: ACK it to the device, remember its id
-    /// for resends.
     /// The broker has the chat of `ticket`.
     private func accepted(_ ticket: ConnectionMailbox.ChatTicket) {
         acceptance?(ticket)
@@ -375,6 +373,8 @@ extension DeviceConnection {
         }
     }
 
+    /// The broker has (or refused) a chat message: ACK it to the device (or refuse it), and
+    /// remember its id for resends.
     private func settle(_ ticket: ConnectionMailbox.ChatTicket, _ outcome: Result<Void, MosquittoError>, timestamp: UInt32) {
         chatsInFlight -= 1
         guard let session else { return }

@@ -185,8 +185,6 @@ struct DeviceRequests: Sendable {
         }
     }
 
-    /// Generic subscribe inside the configured topic space (PROTOCOL.md 6.8): one result
-    /// per filter, refused ones named.
     /// A typing state (PROTOCOL.md 6.13) to the user's or every other group member's signal
     /// topic, at QoS 0 with the state's lifetime as message expiry: online devices only.
     private func typing(_ typing: Typing, header: IMFrameHeader) async throws {
@@ -292,6 +290,8 @@ struct DeviceRequests: Sendable {
         if case .stored = outcome { context.push?.chatAccepted(chat, from: me, serverTime: serverTime, recipients: others) }
     }
 
+    /// Generic subscribe inside the configured topic space (PROTOCOL.md 6.8): one result
+    /// per filter, refused ones named.
     private func subscribe(_ subscribe: Subscribe, header: IMFrameHeader) async throws {
         let policy = context.configuration.pubsub
         let maxQoS = policy.maxIMQoS

@@ -20,7 +20,7 @@ final class GroupDirectory: Sendable {
         state = Mutex(State(memberships: GroupMemberships(capacity: capacity)))
     }
 
-    /// The client that follows groups on the broker (the gateway's control client).
+    /// Sets the client that follows groups on the broker (the gateway's control client).
     func follow(with control: ControlClient) {
         follower.withLock { $0 = control }
     }
