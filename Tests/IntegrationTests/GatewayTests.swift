@@ -119,6 +119,22 @@ struct GatewayTests {
         await gateway.stop()
     }
 
+    @Test("devices logging in while chats to their user stream in: each gets LOGIN_OK (a delivery arriving once a new session had subscribed held its announcement's PUBACK until the login's deadline)")
+    func loginDuringTraffic() async throws {
+        let gateway = try await TestGateway.start()
+        let alice = try await gateway.device("alice", device: "phone")
+        let stream = Task { try await alice.chatMany(to: "eve", ids: (0..<4_000).map { "s-\($0)" }, text: "x", window: 64) }
+        for index in 0..<10 {
+            let started = ContinuousClock.now
+            let tablet = try await TestDevice.connect(port: gateway.port)
+            try await tablet.login(token: try await gateway.minter.mint(user: "eve"), device: "tablet-\(index)")
+            #expect(ContinuousClock.now - started < .seconds(5), "login \(index) took \(ContinuousClock.now - started)")
+            await tablet.drop()
+        }
+        _ = try await stream.value
+        await gateway.stop()
+    }
+
     @Test("presence: online after login, offline at once after an abrupt drop, offline after logout", arguments: BrokerKind.allCases)
     func presence(on broker: BrokerKind) async throws {
         let gateway = try await TestGateway.start(on: broker)
