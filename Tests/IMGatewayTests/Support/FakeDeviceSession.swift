@@ -31,9 +31,9 @@ final class FakeDeviceSession: DeviceSession {
     /// Chat publishes fail with this, when set.
     let chatFailure = Mutex<MosquittoError?>(nil)
     /// While not `nil`, calls of ``end(_:)`` wait here.
-    private let endsHeld = Mutex<[CheckedContinuation<Void, Never>]?>(nil)
+    private let endsHeld = Held<CheckedContinuation<Void, Never>>()
     /// While not `nil`, the outcomes of chat publishes wait here (a broker slow to PUBACK).
-    private let heldOutcomes = Mutex<[ConnectionMailbox.Mail]?>(nil)
+    private let heldOutcomes = Held<ConnectionMailbox.Mail>()
 
     /// What the fake broker's CONNACK announces.
     let capabilities: BrokerCapabilities
@@ -72,27 +72,19 @@ final class FakeDeviceSession: DeviceSession {
         let failure = chatFailure.withLock { $0 }
         for chat in batch.chats {
             let outcome = ConnectionMailbox.Mail.published(chat.ticket, failure.map { .failure($0) } ?? .success(()))
-            let held = heldOutcomes.withLock { held in
-                held?.append(outcome)
-                return held != nil
-            }
-            if !held { mailbox.post(outcome) }
+            if !heldOutcomes.keep(outcome) { mailbox.post(outcome) }
         }
     }
 
     /// Chat publishes' outcomes wait from now on, until ``releaseOutcomes()``.
     func holdOutcomes() {
-        heldOutcomes.withLock { $0 = $0 ?? [] }
+        heldOutcomes.start()
     }
 
     /// Posts the outcomes held, in order, and stops holding them.
     func releaseOutcomes() {
-        let held = heldOutcomes.withLock { held in
-            defer { held = nil }
-            return held ?? []
-        }
         let mailbox = self.mailbox.withLock { $0 }
-        for outcome in held { mailbox?.post(outcome) }
+        for outcome in heldOutcomes.release() { mailbox?.post(outcome) }
     }
 
     func publish(_ publish: OutgoingPublish) async throws {
@@ -119,27 +111,19 @@ final class FakeDeviceSession: DeviceSession {
     func end(_ reason: ConnectionStateMachine.CloseReason) async {
         record.yield(.end(reason))
         await withCheckedContinuation { continuation in
-            let held = endsHeld.withLock { held in
-                held?.append(continuation)
-                return held != nil
-            }
-            if !held { continuation.resume() }
+            if !endsHeld.keep(continuation) { continuation.resume() }
         }
     }
 
     /// From now on ``end(_:)`` returns only after ``releaseEnds()`` (a broker slow to see the
     /// session go).
     func holdEnds() {
-        endsHeld.withLock { $0 = $0 ?? [] }
+        endsHeld.start()
     }
 
     /// Lets the held ends return, and those to come.
     func releaseEnds() {
-        let held = endsHeld.withLock { held in
-            defer { held = nil }
-            return held ?? []
-        }
-        for continuation in held { continuation.resume() }
+        for continuation in endsHeld.release() { continuation.resume() }
     }
 
     // The broker's part.
@@ -171,5 +155,32 @@ extension FakeDeviceSession {
             if let found = match(call) { return found }
         }
         return nil
+    }
+}
+
+/// Items kept back while holding (from ``start()`` until ``release()``), for a fake that
+/// delays what the real part would do at once.
+final class Held<Item: Sendable>: Sendable {
+    private let items = Mutex<[Item]?>(nil)
+
+    /// Keeps items from now on.
+    func start() {
+        items.withLock { $0 = $0 ?? [] }
+    }
+
+    /// Keeps `item` if holding; whether it did (if not, the caller goes on with it).
+    func keep(_ item: Item) -> Bool {
+        items.withLock { items in
+            items?.append(item)
+            return items != nil
+        }
+    }
+
+    /// Stops holding; returns what was kept, in order.
+    func release() -> [Item] {
+        items.withLock { items in
+            defer { items = nil }
+            return items ?? []
+        }
     }
 }
