@@ -354,23 +354,27 @@ extension DeviceConnection {
         if machine.backpressureChanged(waitingChats: waiting), let context = channelContext { context.read() }
     }
 
-    /// The broker has the chat of `ticket`.
+    /// The broker has the chat of `ticket` (on every chat: no closure made here).
     private func accepted(_ ticket: ConnectionMailbox.ChatTicket) {
-        acceptance?(ticket)
+        guard let session else { return }
+        Self.accepted(ticket, user: session.user, dedup: archiveLink == nil ? gateway.dedup : nil, push: gateway.push)
     }
 
     /// What a chat the broker took means beyond this connection, connected or not: its id is
     /// recorded for resends (with the archive, the archive knows every message and the window
-    /// is not used), its offline push goes. `nil` before a session.
+    /// is not used), its offline push goes.
+    private static func accepted(_ ticket: ConnectionMailbox.ChatTicket, user: String, dedup: DedupStore?, push: PushNotifier?) {
+        dedup?.record(user: user, id: ticket.messageID, fingerprint: ticket.fingerprint, serverTime: ticket.serverTime)
+        if let notification = ticket.push { push?.chatAccepted(notification) }
+    }
+
+    /// ``accepted(_:user:dedup:push:)`` for the mailbox once it is closed; `nil` before a session.
     var acceptance: (@Sendable (ConnectionMailbox.ChatTicket) -> Void)? {
         guard let session else { return nil }
         let user = session.user
         let dedup = archiveLink == nil ? gateway.dedup : nil
         let push = gateway.push
-        return { ticket in
-            dedup?.record(user: user, id: ticket.messageID, fingerprint: ticket.fingerprint, serverTime: ticket.serverTime)
-            if let notification = ticket.push { push?.chatAccepted(notification) }
-        }
+        return { ticket in Self.accepted(ticket, user: user, dedup: dedup, push: push) }
     }
 
     /// The broker has (or refused) a chat message: ACK it to the device (or refuse it), and
