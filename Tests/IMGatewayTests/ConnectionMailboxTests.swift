@@ -35,6 +35,8 @@ struct ConnectionMailboxTests {
         case .presenceWatchChanged(let users): "presence watch changed: \(users)"
         case .stored(let storing, let outcome): "stored \(storing.ticket.messageID): \(outcome)"
         case .ownStored(let offset): "own copy at \(offset)"
+        case .replied(let ack, let sessionID): "replied to #\(ack.sequence) in session \(sessionID)"
+        case .sessionFailed(let why): "session failed: \(why)"
         }
     }
 

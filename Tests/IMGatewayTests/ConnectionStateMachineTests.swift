@@ -81,7 +81,7 @@ struct ConnectionStateMachineTests {
             ],
             .authenticating: [
                 (.answerHeartbeat, auth), (.answerHello, auth), (.reject(.alreadyLoggedIn, nil), auth), (.reject(.notLoggedIn, "log in first"), auth),
-                (.none, auth), (.reject(.notLoggedIn, "log in first"), auth), (.completeLogin, inside),
+                (.none, auth), (.reject(.notLoggedIn, "log in first"), auth), (.completeLogin(LoginGrant()), inside),
                 (.close(.error(.authFailed, "bad token", refSequence: 7)), .closing(.loginFailed, session: .none)), (.none, auth),
                 (.none, auth),
                 (.close(.error(.sessionTakenOver, "logged in elsewhere", refSequence: nil)), .closing(.takenOver, session: .opening)),

@@ -60,7 +60,7 @@ struct DeviceConnectionTests {
             }
             let loop = NIOAsyncTestingEventLoop()
             let channel = NIOAsyncTestingChannel(loop: loop)
-            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, sequence: OutboundSequence(), peer: "test", now: loop.now))
+            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, peer: "test", now: loop.now))
             try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
             return Harness(loop: loop, channel: channel, sessions: sessions, context: context, sessionsMade: made)
         }
@@ -68,7 +68,7 @@ struct DeviceConnectionTests {
         /// Another connection to the same gateway, on the same event loop.
         func anotherChannel() async throws -> NIOAsyncTestingChannel {
             let channel = NIOAsyncTestingChannel(loop: loop)
-            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, sequence: OutboundSequence(), peer: "test-2", now: loop.now))
+            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, peer: "test-2", now: loop.now))
             try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2))
             return channel
         }
@@ -225,7 +225,7 @@ struct DeviceConnectionTests {
         try await harness.channel.writeInbound(frame.ack(timestamp: 1))
         let acknowledged = await session.next { if case .send(let ids, _, _) = $0, !ids.isEmpty { ids } else { nil } }
         #expect(acknowledged == [77])
-        await harness.loop.advanceTime(by: DeviceConnection.receiptWindow)
+        await harness.loop.advanceTime(by: Uplink<ChatStart>.receiptWindow)
         let receipts = await session.next { if case .send(_, let receipts, _) = $0, !receipts.isEmpty { receipts } else { nil } }
         #expect(receipts?.map(\.topic) == ["im/u/bob/receipts"])
         // Acknowledged in time: no deadline passes.

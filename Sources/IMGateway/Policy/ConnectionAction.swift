@@ -11,9 +11,9 @@ public enum ConnectionAction: Sendable, Hashable {
     /// Verify the LOGIN's token and open the device's MQTT session, then report
     /// `loginSucceeded` or `loginFailed`.
     case startLogin
-    /// Send LOGIN_OK (referring to ``ConnectionStateMachine/loginHeader``) and start
-    /// delivering.
-    case completeLogin
+    /// Send LOGIN_OK (referring to ``ConnectionStateMachine/loginHeader``) with what the
+    /// login found, and start delivering.
+    case completeLogin(LoginGrant)
     /// Pass the frame to the logged-in session.
     case handleFrame
     /// Refuse this request (a negative ACK with the code and text); stay open.

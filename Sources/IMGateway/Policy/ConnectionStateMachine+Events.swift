@@ -7,8 +7,8 @@ extension ConnectionStateMachine {
         /// A well-formed frame arrived at `now`.
         case frameReceived(FrameKind, IMFrameHeader, now: NIODeadline)
         /// The login flow verified the token (valid until `tokenDeadline`, leeway included)
-        /// and opened the MQTT session.
-        case loginSucceeded(tokenDeadline: NIODeadline)
+        /// and opened the MQTT session; `grant` is what LOGIN_OK says.
+        case loginSucceeded(tokenDeadline: NIODeadline, grant: LoginGrant = LoginGrant())
         /// The login flow failed with this code (AUTH_FAILED, TOKEN_EXPIRED, ...) and text,
         /// or could not open the MQTT session (BROKER_UNAVAILABLE).
         case loginFailed(IMErrorCode, String)
@@ -53,11 +53,12 @@ extension ConnectionStateMachine {
             self.lastHeard = now
             if self.loginHeader == nil { self.sessionID = header.sessionID }
             return self.frameReceived(kind, header)
-        case .loginSucceeded(let tokenDeadline):
+        case .loginSucceeded(let tokenDeadline, let grant):
             guard self.state == .authenticating else { return .none }
             self.state = .loggedIn
             self.tokenDeadline = tokenDeadline
-            return .completeLogin
+            self.downlink.wantsCarbons = grant.carbons
+            return .completeLogin(grant)
         case .loginFailed(let code, let message):
             guard self.state == .authenticating else { return .none }
             self.state = .closing(.loginFailed, session: .none)

@@ -7,9 +7,13 @@ import NIOCore
 /// time carries `now`, on the event loop's clock).
 ///
 /// It owns what decides the connection's course: the login, the deadlines (login, idle,
-/// delivery ACK, token expiry), the deliveries the device has not ACKed, takeover,
-/// shutdown, the loss of the broker, and the two halves of ending (the TLV channel and the
-/// device's MQTT session), so that a connection is finished exactly once, when both are.
+/// delivery ACK, token expiry, the receipt window, the archive's timer), the deliveries the
+/// device has not ACKed, takeover, shutdown, the loss of the broker, and the two halves of
+/// ending (the TLV channel and the device's MQTT session), so that a connection is finished
+/// exactly once, when both are. Its data path (ConnectionStateMachine+DataPath.swift) holds
+/// what goes to the device (``Downlink``) and to the broker (``Uplink``), the device's rate
+/// limits, mail that came before LOGIN_OK, the archive's side of the connection and the
+/// sequence numbers of the gateway's frames.
 ///
 /// ```text
 /// awaitingLogin --LOGIN--> authenticating --loginSucceeded--> loggedIn
@@ -34,13 +38,27 @@ public struct ConnectionStateMachine: Sendable {
         public var deliveryAckTimeout: TimeAmount
         /// Clock skew tolerated past a token's expiry (as at LOGIN).
         public var tokenLeeway: TimeAmount
+        /// Chat messages handed to the MQTT client and not settled, at most (`broker.max_inflight`).
+        public var maxInFlight: Int
+        /// Chat messages a second (0: no limit) and back to back (`limits.chat_rate`, `chat_burst`).
+        public var chatRate: Double
+        public var chatBurst: Int
+        /// Positions a second (`location.max_updates_per_second`).
+        public var locationRate: Double
 
         /// Limits in whole seconds, as the configuration gives them.
-        public init(loginTimeout: TimeAmount, idleTimeout: TimeAmount, deliveryAckTimeout: TimeAmount, tokenLeeway: TimeAmount) {
+        public init(
+            loginTimeout: TimeAmount, idleTimeout: TimeAmount, deliveryAckTimeout: TimeAmount, tokenLeeway: TimeAmount,
+            maxInFlight: Int = 1000, chatRate: Double = 0, chatBurst: Int = 1, locationRate: Double = 1
+        ) {
             self.loginTimeout = loginTimeout
             self.idleTimeout = idleTimeout
             self.deliveryAckTimeout = deliveryAckTimeout
             self.tokenLeeway = tokenLeeway
+            self.maxInFlight = maxInFlight
+            self.chatRate = chatRate
+            self.chatBurst = chatBurst
+            self.locationRate = locationRate
         }
     }
 
@@ -140,12 +158,28 @@ public struct ConnectionStateMachine: Sendable {
     /// Reads held back, and why.
     public internal(set) var reading = ReadGate()
 
+    // The data path (ConnectionStateMachine+DataPath.swift).
+    /// The last sequence number of a frame the gateway sent (PROTOCOL.md 5).
+    var lastSequence: UInt32 = 0
+    /// What goes to the MQTT side next.
+    var uplink: Uplink<ChatStart>
+    /// The device's rate limits.
+    var rates: DeviceRateLimits
+    /// What goes to the device next.
+    var downlink = Downlink()
+    /// Mail that arrived before LOGIN_OK.
+    var early: [ConnectionMailbox.Mail] = []
+    /// The archive's side of the connection, from LOGIN_OK when there is an archive.
+    var archive: ArchiveLink?
+
     /// A new connection, opened at `now`.
     public init(limits: Limits, now: NIODeadline) {
         self.limits = limits
         self.state = .awaitingLogin
         self.loginDeadline = now + limits.loginTimeout
         self.lastHeard = now
+        self.uplink = Uplink(maxInFlight: limits.maxInFlight)
+        self.rates = DeviceRateLimits(chatRate: limits.chatRate, chatBurst: limits.chatBurst, locationRate: limits.locationRate)
     }
 
     /// Whether LOGIN_OK was sent and the connection is not ending.
@@ -171,6 +205,8 @@ public struct ConnectionStateMachine: Sendable {
             if let token = self.tokenDeadline { next = min(next, token) }
             if let oldest = self.deliveries.oldest { next = min(next, oldest + self.limits.deliveryAckTimeout) }
             if let paused = self.reading.pausedUntil { next = min(next, paused) }
+            if let receipts = self.uplink.receiptDeadline { next = min(next, receipts) }
+            if let archive = self.archive?.deadline { next = min(next, archive) }
             return next
         case .closing, .closed, .finished:
             return nil

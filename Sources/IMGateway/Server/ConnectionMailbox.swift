@@ -29,6 +29,12 @@ final class ConnectionMailbox: Sendable {
         /// SUBSCRIBE or UNSUBSCRIBE): what it was told of them is forgotten, so that a new
         /// watch's snapshot is told again.
         case presenceWatchChanged([String])
+        /// The answer to a request that ran on the request lane (``DeviceRequests``), with
+        /// the session id of its frame.
+        case replied(Ack, sessionID: UInt16)
+        /// Work the logged-in session needs failed (restoring a resumed session's
+        /// subscriptions): the device is told and the connection closes.
+        case sessionFailed(String)
     }
 
     /// What a chat message's ACK needs once the broker has it.
@@ -54,6 +60,8 @@ final class ConnectionMailbox: Sendable {
 
     private struct State {
         var mail: [Mail] = []
+        /// The device's connection has closed (``deviceLeft()``).
+        var deviceGone = false
         /// Called (outside the lock) by the post that finds the box empty.
         var wake: (@Sendable () -> Void)?
         /// Once closed: what becomes of a chat the broker took after all (see ``close(accepted:)``).
@@ -79,6 +87,15 @@ final class ConnectionMailbox: Sendable {
         wake?()
         if let accepted, case .published(let ticket, .success) = mail { accepted(ticket) }
     }
+
+    /// The device's connection has closed: a login still trying the broker's CONNECT stops
+    /// (a session it opened now would only take the device's newer session elsewhere over).
+    func deviceLeft() {
+        state.withLock { $0.deviceGone = true }
+    }
+
+    /// Whether ``deviceLeft()`` was called; read by the login's task.
+    var isDeviceGone: Bool { state.withLock { $0.deviceGone } }
 
     /// Everything posted since the last take, in order.
     func take() -> [Mail] {

@@ -4,37 +4,6 @@ import Logging
 import Mosquitto
 import NIOCore
 
-/// The connection's side of the message archive (docs/PROTOCOL.md 6.14), from LOGIN_OK:
-/// chats on their way into the archive, where the device is in its stream (``StreamSync``),
-/// what the broker delivered while the device was being caught up, SYNC requests waiting for
-/// the catch-up under way.
-struct ArchiveLink {
-    /// Where the device is; `nil` until the archive could be read (at login, or later):
-    /// meanwhile live messages are delivered as they come.
-    var sync: StreamSync?
-    /// The position the device gave at LOGIN, for a start decided after LOGIN_OK.
-    var asked: StreamPosition?
-    /// Messages from the broker held while catching up (at most the broker's receive maximum:
-    /// none of them is acknowledged to it until then).
-    var held: [(MosquittoMessage, GatewayTopics.Kind?)] = []
-    /// SYNC requests answered once the catch-up under way is done: their frames' headers, and
-    /// the status and end the ACK says.
-    var syncs: [(header: IMFrameHeader, status: IMSyncStatus, through: UInt64)] = []
-    /// SYNC ACKs due once every chat delivery queued before them is written: the device takes an
-    /// ACK as "everything up to its STREAM_OFFSET came before this".
-    var syncAcks: [(ack: Ack, sessionID: UInt16)] = []
-    /// Chats accepted in this read burst, for the archive.
-    var toStore: [ConnectionMailbox.StoringChat] = []
-    /// Chats given to the archive, not back yet.
-    var storing = 0
-    /// Armed while a gap is open or a failed catch-up waits to be tried again.
-    var timer: Scheduled<Void>?
-    /// A catch-up (or the start) that could not read the archive is tried again.
-    var retryCatchUp = false
-    /// Entries of the archive that could not be read (logged once per connection).
-    var unreadable = 0
-}
-
 extension DeviceConnection {
     /// How long a catch-up whose read failed waits before trying again.
     static let catchUpRetry: TimeAmount = .seconds(2)
@@ -44,11 +13,11 @@ extension DeviceConnection {
     /// Hands the chats this burst accepted to the archive, in order; each outcome comes back
     /// as mail (``stored(_:_:)``).
     func storeChats() {
-        guard let archive = gateway.archive, let session, let mailbox, var link = archiveLink, !link.toStore.isEmpty else { return }
+        guard let archive = gateway.archive, let session, let mailbox, var link = machine.archive, !link.toStore.isEmpty else { return }
         let chats = link.toStore
         link.toStore = []
         link.storing += chats.count
-        archiveLink = link
+        machine.archive = link
         let user = session.user
         let device = session.device
         for storing in chats {
@@ -71,9 +40,9 @@ extension DeviceConnection {
     /// (``settle``); a resend stored before is published again with the offsets it has (the
     /// recipients' gateways deliver it once); an id reused, or a store that failed, is refused.
     func stored(_ storing: ConnectionMailbox.StoringChat, _ result: Result<AppendOutcome, ArchiveError>, timestamp: UInt32) {
-        guard let session, var link = archiveLink, let epoch = gateway.archive?.epoch.rawValue else { return }
+        guard let session, var link = machine.archive, let epoch = gateway.archive?.epoch.rawValue else { return }
         link.storing -= 1
-        defer { archiveLink = link }
+        defer { machine.archive = link }
         let chat = storing.chat
         var ticket = storing.ticket
         let user = session.user
@@ -96,8 +65,7 @@ extension DeviceConnection {
             return
         case .failure(let error):
             let retry = error.retryAfter ?? 1_000
-            let now = channelContext.map { Double($0.eventLoop.now.uptimeNanoseconds) / 1e9 } ?? 0
-            chatLimit.hold(messageID: chat.messageID, retryAfterMilliseconds: retry, now: now)
+            machine.rates.hold(messageID: chat.messageID, retryAfter: retry, now: now)
             reply(Ack.storeUnavailable(sequence: ticket.sequence, retryAfter: retry, message: error.message))
             return
         }
@@ -105,10 +73,10 @@ extension DeviceConnection {
         if let own = ticket.streamOffset { link.sync?.skipped(own) }
         if chat.to == user, let recipient { link.sync?.skipped(recipient) }
         let serverTime = ticket.serverTime
-        chatsToStart.append(ChatStart(
+        machine.uplink.enqueue(ChatStart(
             publish: session.chatPublish(chat, serverTime: serverTime, stored: recipient.map { ($0, epoch) }),
             ticket: ticket,
-            carbon: ownDevices.isEmpty ? nil : session.chatPublish(chat, serverTime: serverTime, copy: .carbon, stored: ticket.streamOffset.map { ($0, epoch) })))
+            carbon: !machine.downlink.makesCarbons ? nil : session.chatPublish(chat, serverTime: serverTime, copy: .carbon, stored: ticket.streamOffset.map { ($0, epoch) })))
     }
 
     // MARK: Catching up
@@ -122,23 +90,23 @@ extension DeviceConnection {
         if let start, let last = start.last {
             // A device the archive had no position for gets this one saved.
             var sync = StreamSync(
-                epoch: archive.epoch.rawValue, device: session.device, wantsCarbons: wantsCarbons, position: start.position,
-                saved: start.saved)
+                epoch: archive.epoch.rawValue, device: session.device, wantsCarbons: machine.downlink.wantsCarbons,
+                position: start.position, saved: start.saved)
             let read = sync.catchUp(through: last)
             link.sync = sync
-            archiveLink = link
+            machine.archive = link
             if let read { readArchive(read) }
             savePosition()
         } else {
             link.retryCatchUp = true
-            archiveLink = link
+            machine.archive = link
             armArchiveTimer(after: Self.catchUpRetry)
         }
     }
 
     /// Reads `read` from the archive off the event loop; the page comes back to ``pageArrived(_:for:)``.
     func readArchive(_ read: StreamSync.Read) {
-        guard let archive = gateway.archive, let session, let loop = channelContext?.eventLoop else { return }
+        guard let archive = gateway.archive, let session, let loop = output?.context.eventLoop else { return }
         let stream = session.user
         let connection = NIOLoopBound(self, eventLoop: loop)
         Task {
@@ -155,7 +123,7 @@ extension DeviceConnection {
     /// A page of the archive, back on the event loop: its entries become DELIVERY frames
     /// (ARCHIVED) unless the device has them; then the next page, or the end of the catch-up.
     func pageArrived(_ result: Result<[StoredEntry], ArchiveError>, for read: StreamSync.Read) {
-        guard machine.isLoggedIn, var link = archiveLink, var sync = link.sync, let session else { return }
+        guard machine.isLoggedIn, var link = machine.archive, var sync = link.sync, let session else { return }
         switch result {
         case .failure(let error):
             logger.warning("cannot catch the device up from the archive; trying again", metadata: ["error": "\(error)"])
@@ -168,7 +136,7 @@ extension DeviceConnection {
             }
             link.syncs = []
             link.sync = sync
-            archiveLink = link
+            machine.archive = link
             armArchiveTimer(after: Self.catchUpRetry)
         case .success(let entries):
             let decisions = sync.pageRead(entries.map { StreamSync.PageEntry(offset: $0.offset, origin: $0.origin) }, for: read)
@@ -181,8 +149,8 @@ extension DeviceConnection {
                     sync.skipped(entry.offset)
                     continue
                 }
-                downlink.enqueue(
-                    DownlinkEntry(
+                machine.downlink.queue.enqueue(
+                    Downlink.Entry(
                         message: .delivery(delivery), deliveryID: nil,
                         origin: entry.origin == nil ? PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID) : nil,
                         offset: entry.offset),
@@ -191,11 +159,11 @@ extension DeviceConnection {
                 gateway.statistics.caughtUp.add(1, ordering: .relaxed)
             }
             link.sync = sync
-            archiveLink = link
+            machine.archive = link
         }
         continueCatchUp()
         writeDownlink()
-        startUplink()
+        startUplink(now: now)
         flushIfNeeded()
     }
 
@@ -212,10 +180,10 @@ extension DeviceConnection {
     /// Reads the next page if one is due; once the catch-up is done, the messages the broker
     /// delivered meanwhile and the SYNC requests waiting for it are seen to.
     func continueCatchUp() {
-        guard var link = archiveLink, var sync = link.sync else { return }
+        guard var link = machine.archive, var sync = link.sync else { return }
         let read = sync.nextRead()
         link.sync = sync
-        archiveLink = link
+        machine.archive = link
         if let read {
             readArchive(read)
             return
@@ -223,11 +191,11 @@ extension DeviceConnection {
         guard sync.isLive else { return }
         let held = link.held
         let syncs = link.syncs
-        archiveLink?.held = []
-        archiveLink?.syncs = []
+        machine.archive?.held = []
+        machine.archive?.syncs = []
         for (message, kind) in held { receive(message, kind) }
         // After the deliveries queued so far (writeSyncAcks()).
-        archiveLink?.syncAcks += syncs.map { pending in
+        machine.archive?.syncAcks += syncs.map { pending in
             (Ack(sequence: pending.header.sequence, streamOffset: pending.through, streamEpoch: sync.epoch, syncStatus: pending.status),
              pending.header.sessionID)
         }
@@ -238,8 +206,8 @@ extension DeviceConnection {
     /// Writes the SYNC ACKs that are due once no chat delivery waits in the downlink queue
     /// (those queued before an ACK are written before it).
     func writeSyncAcks() {
-        guard let acks = archiveLink?.syncAcks, !acks.isEmpty, downlink.count(of: .chat) == 0 else { return }
-        archiveLink?.syncAcks = []
+        guard let acks = machine.archive?.syncAcks, !acks.isEmpty, machine.downlink.queue.count(of: .chat) == 0 else { return }
+        machine.archive?.syncAcks = []
         let timestamp = unixSeconds()
         for (ack, sessionID) in acks { write(ack.frame(timestamp: timestamp, sessionID: sessionID)) }
     }
@@ -248,19 +216,19 @@ extension DeviceConnection {
     /// it, drop it as a duplicate (acknowledged to the broker), or hold it until the catch-up
     /// is done.
     func liveDecision(_ message: MosquittoMessage, _ kind: GatewayTopics.Kind?, offset: UInt64) -> StreamSync.LiveDecision {
-        guard var link = archiveLink, var sync = link.sync else { return .deliver }
+        guard var link = machine.archive, var sync = link.sync else { return .deliver }
         let decision = sync.live(offset)
         if decision == .hold { link.held.append((message, kind)) }
         link.sync = sync
-        archiveLink = link
+        machine.archive = link
         if decision == .deliver && sync.hasGap { armArchiveTimer(after: StreamSync.gapRepairDelay) }
         return decision
     }
 
     /// The device ACKed (or the gateway dropped) the delivery at `offset`.
     func archiveDone(_ offset: UInt64) {
-        guard archiveLink?.sync != nil else { return }
-        archiveLink?.sync?.skipped(offset)
+        guard machine.archive?.sync != nil else { return }
+        machine.archive?.sync?.skipped(offset)
         continueCatchUp()
     }
 
@@ -269,29 +237,29 @@ extension DeviceConnection {
     func savePosition(promptly: Bool = false) {
         guard let archive = gateway.archive, let session else { return }
         // Promptly: also the one handed out before, which may still wait for its commit.
-        guard let position = archiveLink?.sync?.positionToSave() ?? (promptly ? archiveLink?.sync?.saved : nil) else { return }
+        guard let position = machine.archive?.sync?.positionToSave() ?? (promptly ? machine.archive?.sync?.saved : nil) else { return }
         archive.savePosition(DevicePosition(user: session.user, device: session.device, offset: position), promptly: promptly)
     }
 
     // MARK: The timer: gaps, and a catch-up tried again
 
     func armArchiveTimer(after delay: TimeAmount) {
-        guard let loop = channelContext?.eventLoop, archiveLink != nil, archiveLink?.timer == nil else { return }
-        let connection = NIOLoopBound(self, eventLoop: loop)
-        archiveLink?.timer = loop.scheduleTask(in: delay) { connection.value.archiveTimerFired() }
+        machine.armArchiveTimer(now: now, after: delay)
+        armTimer()
     }
 
-    private func archiveTimerFired() {
-        guard machine.isLoggedIn, let link = archiveLink, let context = channelContext else { return }
-        archiveLink?.timer = nil
+    /// The archive's timer is due (``ConnectionStateMachine/archiveTimerDue(now:)``): a
+    /// catch-up to try again, or a gap to read.
+    func archiveTimerFired(now: NIODeadline) {
+        guard let link = machine.archive else { return }
         if link.retryCatchUp {
-            archiveLink?.retryCatchUp = false
+            machine.archive?.retryCatchUp = false
             startCatchUp(from: link.sync == nil ? link.asked : nil, answering: nil)
             return
         }
         guard var sync = link.sync else { return }
-        let read = sync.checkGap(now: context.eventLoop.now)
-        archiveLink?.sync = sync
+        let read = sync.checkGap(now: now)
+        machine.archive?.sync = sync
         if let read {
             logger.info("reading a gap of the stream from the archive", metadata: ["after": "\(read.after)", "through": "\(read.through)"])
             readArchive(read)
@@ -306,7 +274,7 @@ extension DeviceConnection {
     /// device's, if it gave one of this epoch and not past the end) that this connection has
     /// not given it is delivered; then the ACK.
     func requestSync(_ request: Sync, _ header: IMFrameHeader) {
-        guard gateway.archive != nil, archiveLink != nil else {
+        guard gateway.archive != nil, machine.archive != nil else {
             reply(Ack.refusing(sequence: header.sequence, code: .unknownOperation, message: "this gateway keeps no message archive"), to: header)
             return
         }
@@ -317,9 +285,9 @@ extension DeviceConnection {
     /// then catches up from `asked` (or the position) to it; answers the SYNC with `header`,
     /// if any, once done.
     func startCatchUp(from asked: StreamPosition?, answering header: IMFrameHeader?) {
-        guard let archive = gateway.archive, let session, let loop = channelContext?.eventLoop else { return }
+        guard let archive = gateway.archive, let session, let loop = output?.context.eventLoop else { return }
         let (user, device) = (session.user, session.device)
-        let needsStart = archiveLink?.sync == nil
+        let needsStart = machine.archive?.sync == nil
         let connection = NIOLoopBound(self, eventLoop: loop)
         Task {
             let found: Result<(StreamBounds, UInt64?), ArchiveError>
@@ -334,7 +302,7 @@ extension DeviceConnection {
     }
 
     private func boundsArrived(_ found: Result<(StreamBounds, UInt64?), ArchiveError>, asked: StreamPosition?, answering header: IMFrameHeader?) {
-        guard machine.isLoggedIn, var link = archiveLink, let archive = gateway.archive, let session else { return }
+        guard machine.isLoggedIn, var link = machine.archive, let archive = gateway.archive, let session else { return }
         let bounds: StreamBounds
         let stored: UInt64?
         switch found {
@@ -344,7 +312,7 @@ extension DeviceConnection {
             } else {
                 logger.warning("cannot read the archive to catch the device up; trying again", metadata: ["error": "\(error)"])
                 link.retryCatchUp = true
-                archiveLink = link
+                machine.archive = link
                 armArchiveTimer(after: Self.catchUpRetry)
             }
             flushIfNeeded()
@@ -374,13 +342,13 @@ extension DeviceConnection {
             let start = SyncStart.decide(asked: asked, stored: stored, first: bounds.first, last: bounds.last, epoch: epoch)
             status = start.status
             var sync = StreamSync(
-                epoch: epoch, device: session.device, wantsCarbons: wantsCarbons, position: start.position, saved: stored)
+                epoch: epoch, device: session.device, wantsCarbons: machine.downlink.wantsCarbons, position: start.position, saved: stored)
             read = sync.catchUp(through: bounds.last)
             link.sync = sync
             logger.info("catching the device up from the archive", metadata: ["position": "\(start.position)", "status": "\(start.status)"])
         }
         if let header { link.syncs.append((header, status, bounds.last)) }
-        archiveLink = link
+        machine.archive = link
         savePosition()
         if let read { readArchive(read) } else { continueCatchUp() }
         writeDownlink()
@@ -389,21 +357,7 @@ extension DeviceConnection {
 
     /// Ends the archive side with the session: the timer stops, the position is saved.
     func closeArchiveLink() {
-        archiveLink?.timer?.cancel()
-        archiveLink?.timer = nil
+        machine.archive?.deadline = nil
         savePosition(promptly: true)
     }
-}
-
-/// Where a login's catch-up starts, decided in the login task (``SyncStart``).
-struct LoginSync: Sendable {
-    /// The device is here.
-    var position: UInt64
-    /// How it was decided.
-    var status: IMSyncStatus
-    /// The stream's end at login; `nil` when the archive could not be read (the catch-up is
-    /// tried again once live).
-    var last: UInt64?
-    /// The position the archive had for the device.
-    var saved: UInt64?
 }

@@ -23,33 +23,31 @@ extension DeviceConnection {
     /// Verifies the token and opens the device's MQTT session, on a task of its own; the
     /// outcome comes back to the event loop as ``loginFinished(_:)``.
     func startLogin(_ request: LoginRequest) {
-        guard let loop = channelContext?.eventLoop, let mailbox else { return }
-        wantsCarbons = request.carbons ?? true
-        Self.spawnLogin(
-            request, gateway: gateway, mailbox: mailbox, closed: closed, logger: logger, connection: NIOLoopBound(self, eventLoop: loop))
+        guard let loop = output?.context.eventLoop, let mailbox else { return }
+        Self.spawnLogin(request, gateway: gateway, mailbox: mailbox, logger: logger, connection: NIOLoopBound(self, eventLoop: loop))
     }
 
     private static func spawnLogin(
-        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, closed: ClosedFlag, logger: Logger,
+        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
         connection: NIOLoopBound<DeviceConnection>
     ) {
-        Task { await login(request, gateway: gateway, mailbox: mailbox, closed: closed, logger: logger, connection: connection) }
+        Task { await login(request, gateway: gateway, mailbox: mailbox, logger: logger, connection: connection) }
     }
 
     private static func login(
-        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, closed: ClosedFlag, logger: Logger,
+        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
         connection: NIOLoopBound<DeviceConnection>
     ) async {
         let loop = connection.eventLoop
-        let outcome = await login(request, gateway: gateway, mailbox: mailbox, closed: closed, logger: logger) { event in
+        let outcome = await login(request, gateway: gateway, mailbox: mailbox, logger: logger) { event in
             // A newer login of this device, or the backend's disconnect.
             try? await loop.flatSubmit { connection.value.leave(event) }.get()
         }
-        loop.execute { connection.value.loginFinished(outcome) }
+        loop.execute { connection.value.loginFinished(outcome, carbons: request.carbons ?? true) }
     }
 
     private static func login(
-        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, closed: ClosedFlag, logger: Logger,
+        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
         end: @escaping @Sendable (ConnectionStateMachine.Event) async -> Void
     ) async -> LoginOutcome {
         let user: String
@@ -77,7 +75,7 @@ extension DeviceConnection {
             return .brokerFailed("\(LoginFailure.deviceGone)")
         }
         while true {
-            if closed.isSet { return await abandoned() }
+            if mailbox.isDeviceGone { return await abandoned() }
             let session = gateway.makeSession(user: user, device: device, receiptNotices: receiptNotices)
             // Before connecting: a resumed session's queued messages follow CONNACK at once.
             await session.attach(to: mailbox)
@@ -93,7 +91,7 @@ extension DeviceConnection {
             }
             defer { watchdog.cancel() }
             do {
-                let connected = try await session.connect(unless: { closed.isSet })
+                let connected = try await session.connect(unless: { mailbox.isDeviceGone })
                 let fit = gateway.brokerAnnounced(connected.capabilities, persistent: true)
                 guard fit.isUsable else { throw LoginFailure.brokerUnfit(fit.refusal) }
                 let resumed = connected.sessionPresent
@@ -111,7 +109,7 @@ extension DeviceConnection {
                     asked: request.position)
             } catch {
                 await session.end(.takenOver)
-                if closed.isSet { return await abandoned() }
+                if mailbox.isDeviceGone { return await abandoned() }
                 if let delay = retry.delay(after: error, now: .now) {
                     logger.notice("the broker refused the session; trying again", metadata: [
                         "error": "\(error)", "tries": "\(retry.tries - 1)", "delay": "\(delay)",
@@ -211,19 +209,13 @@ extension DeviceConnection {
         return .success((device.userID, deviceID, device))
     }
 
-    /// The login task's outcome, back on the event loop.
-    func loginFinished(_ outcome: LoginOutcome) {
+    /// The login task's outcome, back on the event loop (`carbons`: LOGIN's CARBONS).
+    func loginFinished(_ outcome: LoginOutcome, carbons: Bool) {
         switch outcome {
         case .opened(let session, let registration, let resumed, let expiresAt, let brokerFit, let sync, let asked):
-            self.session = session
-            self.registration = registration
-            self.brokerFit = brokerFit
-            let event = ConnectionStateMachine.Event.loginSucceeded(tokenDeadline: tokenDeadline(expiresAt))
-            switch machine.handle(event) {
-            case .completeLogin:
-                completeLogin(session, resumed: resumed, expiresAt: expiresAt, brokerFit: brokerFit, sync: sync, asked: asked)
-            case let action: perform(action)
-            }
+            link = SessionLink(session: session, registration: registration, brokerFit: brokerFit)
+            let grant = LoginGrant(resumed: resumed, tokenExpiry: Self.milliseconds(expiresAt), carbons: carbons, sync: sync, asked: asked)
+            perform(machine.handle(.loginSucceeded(tokenDeadline: tokenDeadline(expiresAt), grant: grant)))
         case .refused(let code, let message):
             logger.notice("login refused", metadata: ["error": "\(message)"])
             perform(machine.handle(.loginFailed(code, message)))
@@ -237,39 +229,33 @@ extension DeviceConnection {
     /// When a token that expires at `expiresAt` stops being accepted (the verifier's
     /// leeway included), on the event loop's clock.
     func tokenDeadline(_ expiresAt: Date) -> NIODeadline {
-        let now = channelContext?.eventLoop.now ?? .now()
         let left = expiresAt.timeIntervalSinceNow + Double(gateway.configuration.auth.leeway)
         return now + .nanoseconds(Int64((max(0, min(left, 1e9)) * 1e9).rounded()))
     }
 
     /// LOGIN_OK, then deliveries flow.
-    func completeLogin(
-        _ session: any DeviceSession, resumed: Bool, expiresAt: Date, brokerFit: BrokerFit, sync: LoginSync? = nil, asked: StreamPosition? = nil
-    ) {
-        guard let context = channelContext, let loginHeader = machine.loginHeader, let mailbox else { return }
+    func completeLogin(_ grant: LoginGrant) {
+        guard let session, let brokerFit = link?.brokerFit, let loginHeader = machine.loginHeader, let mailbox else { return }
         let sessionID = machine.sessionID
         logger[metadataKey: "user"] = "\(session.user)"
         logger[metadataKey: "device"] = "\(session.device)"
-        let sender = FrameSender(channel: context.channel, sequence: sequence, sessionID: sessionID)
-        let requests = DeviceRequests(
-            session: session, context: gateway, brokerFit: brokerFit, sender: sender, mailbox: mailbox, logger: logger)
-        self.requests = requests
-        admission?.loggedIn()
+        let requests = DeviceRequests(session: session, context: gateway, brokerFit: brokerFit, mailbox: mailbox, logger: logger)
+        link?.requests = requests
+        lifetime.loggedIn()
         send(.loginOK(LoginOK(
             userID: session.user, deviceID: session.device, serverTime: unixMilliseconds(),
             heartbeatInterval: UInt16(clamping: gateway.configuration.limits.heartbeatInterval),
-            tokenExpiry: Self.milliseconds(expiresAt), refSequence: loginHeader.sequence, sessionResumed: resumed,
-            position: sync.flatMap { sync in sync.last.map { _ in StreamPosition(epoch: gateway.archive!.epoch.rawValue, offset: sync.position) } },
-            syncStatus: sync?.status)), sessionID: sessionID)
-        gateway.statistics.loggedIn.add(1, ordering: .relaxed)
+            tokenExpiry: grant.tokenExpiry, refSequence: loginHeader.sequence, sessionResumed: grant.resumed,
+            position: grant.sync.flatMap { sync in sync.last.map { _ in StreamPosition(epoch: gateway.archive!.epoch.rawValue, offset: sync.position) } },
+            syncStatus: grant.sync?.status)), sessionID: sessionID)
         logger.info("logged in")
 
-        if resumed {
+        if grant.resumed {
             // The broker kept the session (and its subscriptions); queued messages may hold
             // our writes until the device ACKs them, so this runs alongside deliveries.
             let logger = self.logger
             let probe = gateway.configuration.broker.presenceProbe
-            lane.submit {
+            link?.lane.submit {
                 do {
                     try await session.subscribeAndAnnounce(probeOwnDevices: probe)
                 } catch MosquittoError.closed, MosquittoError.connectionLost {
@@ -277,16 +263,13 @@ extension DeviceConnection {
                     // connection did, which closes the device's connection on its own.
                     logger.debug("subscriptions not restored: the session ended")
                 } catch {
-                    logger.error("cannot subscribe or announce presence", metadata: ["error": "\(error)"])
-                    sender.sendAndClose(.error(ErrorNotice(code: .brokerUnavailable, message: "\(error)")))
+                    mailbox.post(.sessionFailed("\(error)"))
                 }
             }
         }
         // The catch-up starts before the mail that came early: the broker's messages wait for it.
-        openArchiveLink(sync, asked: asked)
-        let waiting = early
-        early = []
-        receive(waiting)
+        openArchiveLink(grant.sync, asked: grant.asked)
+        receive(machine.takeEarlyMail())
     }
 
     static func milliseconds(_ date: Date) -> UInt64 {
@@ -298,7 +281,7 @@ extension DeviceConnection {
     /// Verifies a TOKEN_REFRESH's token off the event loop; ``tokenRefreshFinished(_:_:)``
     /// answers it. A token of another user, or bound to another device, is refused.
     func refreshToken(_ token: String, _ header: IMFrameHeader) {
-        guard let session, let loop = channelContext?.eventLoop else { return }
+        guard let session, let loop = output?.context.eventLoop else { return }
         let verifier = gateway.verifier
         let revocations = gateway.revocations
         let (user, device) = (session.user, session.device)

@@ -11,15 +11,11 @@ extension DeviceConnection {
         let header = frame.header
         switch message {
         case .ack(let ack):
-            if let settled = machine.deliveryAcknowledged(ack.sequence) {
-                if let deliveryID = settled.deliveryID { acknowledgements.append(deliveryID) }
-                if let origin = settled.origin { delivered.append(origin) }
-                if let offset = settled.offset { archiveDone(offset) }
-            }
+            if let offset = machine.acknowledged(ack.sequence, now: now) { archiveDone(offset) }
         case .chat(let chat) where chat.isGroup:
             gateway.statistics.messagesIn.add(1, ordering: .relaxed)
             guard admitChat(chat, header) else { return }
-            submit(.groupChat(chat, carbon: !ownDevices.isEmpty), header)
+            submit(.groupChat(chat, carbon: machine.downlink.makesCarbons), header)
         case .chat(let chat):
             gateway.statistics.messagesIn.add(1, ordering: .relaxed)
             startChat(chat, header)
@@ -30,7 +26,7 @@ extension DeviceConnection {
             }
             // "delivered" before "read": gathered receipts go out first (the lane's publish
             // reaches the MQTT loop after this one).
-            if !delivered.isEmpty { startUplink(receiptsDue: true) }
+            if machine.uplink.hasReceipts { startUplink(now: now, flushReceipts: true) }
             submit(.receipt(receipt), header)
         case .presenceWatch(let watch):
             submit(.watch(watch.users), header)
@@ -68,9 +64,12 @@ extension DeviceConnection {
     }
 
     private func submit(_ job: DeviceRequests.Job, _ header: IMFrameHeader) {
-        guard let requests else { return }
-        lane.submit { await requests.run(job, header: header) }
+        guard let link, let requests = link.requests else { return }
+        link.lane.submit { await requests.run(job, header: header) }
     }
+
+    /// The time on the event loop's clock, which every deadline and rate of the connection uses.
+    var now: NIODeadline { output?.context.eventLoop.now ?? .now() }
 
     /// Checked here, at once: the share (PROTOCOL.md 6.7) and the rate limit.
     private func locationUpdate(_ update: LocationUpdate, _ header: IMFrameHeader) {
@@ -80,13 +79,13 @@ extension DeviceConnection {
             reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "start sharing first"), to: header)
             return
         }
-        let now = Date.now.timeIntervalSince1970
-        guard locationLimiter.allow(now: now) else {
+        guard machine.rates.admitLocation(now: now) else {
             reply(Ack.refusing(sequence: header.sequence, code: .rateLimited,
                 message: "at most \(location.maxUpdatesPerSecond) updates per second"), to: header)
             return
         }
-        let left = UInt32(share.remaining(now: now).rounded(.up))
+        // Shares expire on the wall clock (every gateway sees the same expiry).
+        let left = UInt32(share.remaining(now: Date.now.timeIntervalSince1970).rounded(.up))
         submit(.locationUpdate(update, expiry: min(UInt32(clamping: location.retainExpiry), left)), header)
     }
 
@@ -108,7 +107,7 @@ extension DeviceConnection {
             return
         }
         let fingerprint = ChatFingerprint(chat)
-        if archiveLink != nil {
+        if machine.archive != nil {
             // The archive knows every message stored, across gateways and restarts: it tells a
             // resend from a reused id (``stored(_:_:timestamp:)``).
             guard admitChat(chat, header) else { return }
@@ -116,7 +115,7 @@ extension DeviceConnection {
             let push = gateway.push.flatMap { push in
                 push.mayNotify(chat.to) ? PushNotification(send: chat, from: session.user, serverTime: serverTime, settings: push.settings) : nil
             }
-            archiveLink?.toStore.append(ConnectionMailbox.StoringChat(chat: chat, ticket: .init(
+            machine.archive?.toStore.append(ConnectionMailbox.StoringChat(chat: chat, ticket: .init(
                 messageID: chat.messageID, fingerprint: fingerprint, sequence: header.sequence, sessionID: header.sessionID,
                 serverTime: serverTime, push: push)))
             return
@@ -137,11 +136,11 @@ extension DeviceConnection {
         let push = gateway.push.flatMap { push in
             push.mayNotify(chat.to) ? PushNotification(send: chat, from: session.user, serverTime: serverTime, settings: push.settings) : nil
         }
-        chatsToStart.append(ChatStart(
+        machine.uplink.enqueue(ChatStart(
             publish: session.chatPublish(chat, serverTime: serverTime),
             ticket: .init(messageID: chat.messageID, fingerprint: fingerprint, sequence: header.sequence, sessionID: header.sessionID,
                           serverTime: serverTime, push: push),
-            carbon: ownDevices.isEmpty ? nil : session.chatPublish(chat, serverTime: serverTime, copy: .carbon)))
+            carbon: machine.downlink.makesCarbons ? session.chatPublish(chat, serverTime: serverTime, copy: .carbon) : nil))
     }
 
     /// TYPING (PROTOCOL.md 6.13): TO or GROUP, within the rate limit; sent on the request lane.
@@ -150,11 +149,9 @@ extension DeviceConnection {
             reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: "TYPING names TO or GROUP, one of them"), to: header)
             return
         }
-        let now = channelContext.map { Double($0.eventLoop.now.uptimeNanoseconds) / 1e9 } ?? 0
-        guard typingLimiter.allow(now: now) else {
-            let wait = UInt32(((1 - typingLimiter.available(now: now)) / Double(Self.typingRate) * 1000).rounded(.up))
-            reply(Ack.rateLimited(sequence: header.sequence, retryAfter: max(wait, 1),
-                message: "at most \(Self.typingRate) typing signals per second"), to: header)
+        if let wait = machine.rates.admitTyping(now: now) {
+            reply(Ack.rateLimited(sequence: header.sequence, retryAfter: wait,
+                message: "at most \(DeviceRateLimits.typingRate) typing signals per second"), to: header)
             return
         }
         submit(.typing(typing), header)
@@ -162,96 +159,54 @@ extension DeviceConnection {
 
     /// The chat rate limit (PROTOCOL.md 6.3): false, with the negative ACK sent, past it.
     private func admitChat(_ chat: ChatSend, _ header: IMFrameHeader) -> Bool {
-        if chat.qos == .exactlyOnce, let brokerFit, brokerFit.maximumQoS < .exactlyOnce {
+        if chat.qos == .exactlyOnce, let brokerFit = link?.brokerFit, brokerFit.maximumQoS < .exactlyOnce {
             // A PUBLISH above the broker's Maximum QoS would end the session.
             reply(Ack.refusing(sequence: header.sequence, code: .qosNotSupported,
                 message: "the broker takes at most QoS \(brokerFit.maximumQoS.rawValue): send with QoS 1 (HELLO_OK offers no QOS2_CHAT)"), to: header)
             return false
         }
-        let loop = channelContext?.eventLoop
-        let retryAfter: UInt32
-        switch chatLimit.admit(messageID: chat.messageID, now: loop.map { Double($0.now.uptimeNanoseconds) / 1e9 } ?? 0) {
+        switch machine.admitChat(messageID: chat.messageID, now: now) {
         case .allow:
             return true
         case .held(let wait):
             reply(Ack.storeUnavailable(sequence: header.sequence, retryAfter: wait,
                 message: "an earlier message could not be stored: send it again first, in \(wait) ms"), to: header)
             return false
-        case .refuse(let wait):
-            retryAfter = wait
-        }
-        let limits = gateway.configuration.limits
-        gateway.statistics.chatRateLimited.add(1, ordering: .relaxed)
-        if let loop {
-            // Whatever the device sends before the retry time is refused too: not read until
-            // then, and not before the bucket could refill (at most 1 s): a device that
-            // honours RETRY_AFTER loses no throughput (its tokens wait for it), one that
-            // ignores it costs a read a pause instead of a refusal a frame, and the pause
-            // doubles each time it ignores one more (up to 16 s).
-            let refill = limits.chatRate > 0 ? min(1, Double(limits.chatBurst) / limits.chatRate) : 0
-            let pause = max(Double(retryAfter) / 1000, refill) * Double(1 << min(chatLimit.ignoredRefusals, 4))
-            machine.rateLimited(until: loop.now + .nanoseconds(Int64(pause * 1e9)))
+        case .refuse(let retryAfter, _):
+            // Nothing more is read before the pause the machine set ends.
             armTimer()
+            let limits = gateway.configuration.limits
+            gateway.statistics.chatRateLimited.add(1, ordering: .relaxed)
+            let rate = limits.chatRate.rounded() == limits.chatRate ? String(Int(limits.chatRate)) : String(limits.chatRate)
+            reply(Ack.rateLimited(sequence: header.sequence, retryAfter: retryAfter,
+                message: "more than \(rate) chat messages per second; retry in \(retryAfter) ms"), to: header)
+            return false
         }
-        reply(Ack.rateLimited(sequence: header.sequence, retryAfter: retryAfter,
-            message: "more than \(limits.chatRate.rounded() == limits.chatRate ? String(Int(limits.chatRate)) : String(limits.chatRate)) chat messages per second; retry in \(retryAfter) ms"), to: header)
-        return false
     }
 
     /// Hands what this read burst (or mailbox batch) gathered to the MQTT client, in one
-    /// visit to its loop: acknowledgements of deliveries first (under ack-through they
-    /// release the session's writes), then "delivered" receipts (one per sender) once
-    /// ``receiptWindow`` has passed or ``receiptBatch`` are waiting, then the chat
-    /// publishes in the order they came. Chat outcomes come back as mail.
+    /// visit to its loop (``ConnectionStateMachine/takeUplink(now:flushReceipts:ending:)``
+    /// decides what goes): acknowledgements of deliveries first (under ack-through they
+    /// release the session's writes), then "delivered" receipts (one per sender), then the
+    /// chat publishes in the order they came. Chat outcomes come back as mail.
     ///
     /// Only while the session is open: `ending` is the last call, made as it starts ending.
-    func startUplink(receiptsDue: Bool = false, ending: Bool = false) {
+    func startUplink(now: NIODeadline, flushReceipts: Bool = false, ending: Bool = false) {
         guard let session, let mailbox, ending || machine.isSessionOpen else { return }
         storeChats()
         savePosition()
-        let chats = takeChatsToStart()
-        let receiptsNow = !delivered.isEmpty && (receiptsDue || delivered.count >= Self.receiptBatch)
-        if !delivered.isEmpty && !receiptsNow { scheduleReceipts() }
-        guard !(chats.isEmpty && acknowledgements.isEmpty && !receiptsNow && presenceProbes.isEmpty) else { return }
+        let work = machine.takeUplink(now: now, flushReceipts: flushReceipts, ending: ending)
+        backpressureChanged()
+        // Receipts gathered now are due within their window.
+        armTimer()
+        guard let work else { return }
         let batch = UplinkBatch(
-            acknowledgements: acknowledgements, receipts: receiptsNow ? takeReceipts(session) : [], chats: chats,
-            presenceAnswers: presenceProbes.map(session.presenceAnswer(to:)))
-        acknowledgements = []
-        presenceProbes = []
+            acknowledgements: work.acknowledgements,
+            receipts: Self.bySender(work.receipts).map { group in
+                (session.receipt(.delivered, to: group.sender, messageIDs: group.ids), group.ids[0])
+            },
+            chats: work.chats, presenceAnswers: work.probes.map(session.presenceAnswer(to:)))
         session.send(batch, mailbox: mailbox, logger: logger)
-    }
-
-    /// The gathered "delivered" receipts, one per sender, ready to publish.
-    private func takeReceipts(_ session: any DeviceSession) -> [(publish: OutgoingPublish, messageID: String)] {
-        receiptTimer?.cancel()
-        receiptTimer = nil
-        defer { delivered = [] }
-        return Self.bySender(delivered).map { group in
-            (session.receipt(.delivered, to: group.sender, messageIDs: group.ids), group.ids[0])
-        }
-    }
-
-    /// Publishes the gathered "delivered" receipts once ``receiptWindow`` has passed.
-    private func scheduleReceipts() {
-        guard receiptTimer == nil, let loop = channelContext?.eventLoop else { return }
-        let bound = NIOLoopBound(self, eventLoop: loop)
-        receiptTimer = loop.scheduleTask(in: Self.receiptWindow) {
-            let connection = bound.value
-            connection.receiptTimer = nil
-            connection.startUplink(receiptsDue: true)
-        }
-    }
-
-    /// As many waiting chat messages as the in-flight bound lets go now.
-    private func takeChatsToStart() -> [ChatStart] {
-        defer { backpressureChanged() }
-        let room = gateway.configuration.broker.maxInflight - chatsInFlight
-        guard room > 0, !chatsToStart.isEmpty else { return [] }
-        var chats: [ChatStart] = []
-        chats.reserveCapacity(min(room, chatsToStart.count))
-        while chats.count < room, let chat = chatsToStart.popFirst() { chats.append(chat) }
-        chatsInFlight += chats.count
-        return chats
     }
 
     /// Message ids grouped by sender, senders and ids in the order they came.
@@ -274,18 +229,14 @@ extension DeviceConnection {
     /// Takes the mailbox's batch (on the event loop).
     func drainMailbox() {
         guard let mailbox else { return }
-        let mail = mailbox.take()
-        switch machine.state {
-        case .authenticating:
-            // LOGIN_OK is not written yet: deliveries wait for it.
-            early.append(contentsOf: mail)
-        case .loggedIn:
+        switch machine.mailArrived(mailbox.take()) {
+        case .held:
+            return
+        case .handle(let mail):
             receive(mail)
-        case .awaitingLogin, .closing, .closed, .finished:
-            // Unsettled deliveries stay with the broker (not acknowledged), which
-            // redelivers them to the device's next connection. A chat the broker took is
-            // accepted all the same, ACK or not: recorded, so that the device's RESEND is
-            // not published twice, and its offline push goes.
+        case .settleOnly(let mail):
+            // A chat the broker took is accepted all the same, ACK or not: recorded, so that
+            // the device's RESEND is not published twice, and its offline push goes.
             for case .published(let ticket, .success) in mail {
                 accepted(ticket)
             }
@@ -305,9 +256,14 @@ extension DeviceConnection {
             case .stored(let storing, let outcome):
                 stored(storing, outcome, timestamp: timestamp)
             case .ownStored(let offset):
-                archiveLink?.sync?.skipped(offset)
+                machine.archive?.sync?.skipped(offset)
             case .presenceWatchChanged(let users):
-                presenceTold.forget(users: users)
+                machine.downlink.watchChanged(users)
+            case .replied(let ack, let sessionID):
+                write(ack.frame(timestamp: timestamp, sessionID: sessionID))
+            case .sessionFailed(let why):
+                logger.error("cannot subscribe or announce presence", metadata: ["error": "\(why)"])
+                perform(machine.handle(.brokerLost(why)))
             case .lost(let reason, let lost):
                 guard let session, ObjectIdentifier(session) == lost else { continue }
                 if case .broker(.sessionTakenOver) = reason {
@@ -323,7 +279,7 @@ extension DeviceConnection {
             }
         }
         writeDownlink()
-        startUplink()
+        startUplink(now: now)
         flushIfNeeded()
     }
 
@@ -350,14 +306,13 @@ extension DeviceConnection {
 
     /// Tells the machine how many chat messages wait; reads again if it says so.
     func backpressureChanged() {
-        let waiting = chatsToStart.count + (archiveLink.map { $0.toStore.count + $0.storing } ?? 0)
-        if machine.backpressureChanged(waitingChats: waiting), let context = channelContext { context.read() }
+        if machine.chatsChanged(), let context = output?.context { context.read() }
     }
 
     /// The broker has the chat of `ticket` (on every chat: no closure made here).
     private func accepted(_ ticket: ConnectionMailbox.ChatTicket) {
         guard let session else { return }
-        Self.accepted(ticket, user: session.user, dedup: archiveLink == nil ? gateway.dedup : nil, push: gateway.push)
+        Self.accepted(ticket, user: session.user, dedup: machine.archive == nil ? gateway.dedup : nil, push: gateway.push)
     }
 
     /// What a chat the broker took means beyond this connection, connected or not: its id is
@@ -372,7 +327,7 @@ extension DeviceConnection {
     var acceptance: (@Sendable (ConnectionMailbox.ChatTicket) -> Void)? {
         guard let session else { return nil }
         let user = session.user
-        let dedup = archiveLink == nil ? gateway.dedup : nil
+        let dedup = machine.archive == nil ? gateway.dedup : nil
         let push = gateway.push
         return { ticket in Self.accepted(ticket, user: user, dedup: dedup, push: push) }
     }
@@ -380,7 +335,7 @@ extension DeviceConnection {
     /// The broker has (or refused) a chat message: ACK it to the device (or refuse it), and
     /// remember its id for resends.
     private func settle(_ ticket: ConnectionMailbox.ChatTicket, _ outcome: Result<Void, MosquittoError>, timestamp: UInt32) {
-        chatsInFlight -= 1
+        machine.uplink.settled()
         guard let session else { return }
         switch outcome {
         case .success:
@@ -404,18 +359,18 @@ extension DeviceConnection {
                   var delivery = try? payload.delivery()
             else {
                 logger.warning("dropping an unreadable inbox message", metadata: ["topic": "\(message.topic)"])
-                acknowledgements.append(message.deliveryID)
+                machine.uplink.acknowledge(message.deliveryID)
                 return
             }
             // A message the archive stored: once, in order with what is caught up.
             var offset: UInt64?
-            if let stored = payload.offset, archiveLink != nil, payload.epoch == gateway.archive?.epoch.rawValue {
+            if let stored = payload.offset, machine.archive != nil, payload.epoch == gateway.archive?.epoch.rawValue {
                 switch liveDecision(message, kind, offset: stored) {
                 case .deliver:
                     offset = stored
                     delivery.streamOffset = stored
                 case .duplicate:
-                    acknowledgements.append(message.deliveryID)
+                    machine.uplink.acknowledge(message.deliveryID)
                     return
                 case .hold:
                     return
@@ -425,19 +380,19 @@ extension DeviceConnection {
             // the device has it (or will, from the first copy). (With an offset of this
             // archive, the offset decided already.)
             if MessageAuthenticator.isSentByAPI(message.properties.correlationData),
-               !apiMessages.insert(delivery.from + "\u{0}" + delivery.messageID), offset == nil {
-                acknowledgements.append(message.deliveryID)
+               !machine.downlink.isFirstAPIMessage(from: delivery.from, id: delivery.messageID), offset == nil {
+                machine.uplink.acknowledge(message.deliveryID)
                 return
             }
             // A carbon for a device that wants none: done with it.
-            if delivery.carbon && !wantsCarbons {
-                acknowledgements.append(message.deliveryID)
+            if delivery.carbon && !machine.downlink.wantsCarbons {
+                machine.uplink.acknowledge(message.deliveryID)
                 if let offset { archiveDone(offset) }
                 return
             }
             delivery.resend = message.dup
-            downlink.enqueue(
-                DownlinkEntry(message: .delivery(delivery), deliveryID: message.deliveryID,
+            machine.downlink.queue.enqueue(
+                Downlink.Entry(message: .delivery(delivery), deliveryID: message.deliveryID,
                               // A carbon's ACK makes no "delivered" receipt.
                               origin: delivery.carbon ? nil : PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID),
                               offset: offset),
@@ -449,16 +404,16 @@ extension DeviceConnection {
             if !message.payload.isEmpty, gateway.shares.canWatch(watcher: session.user, sharer: sharer),
                let payload = try? PayloadCodec.decode(LocationPayload.self, from: message.payload),
                payload.user == sharer, let notice = try? payload.notice() {
-                downlink.enqueue(DownlinkEntry(message: .location(notice)), class: .location, coalescingKey: sharer)
+                machine.downlink.queue.enqueue(Downlink.Entry(message: .location(notice)), class: .location, coalescingKey: sharer)
             }
         case .pubsub(let clientTopic):
             let publish = Publish(
                 topic: clientTopic, payload: ByteBuffer(bytes: message.payload), qos: IMQoS(message.qos),
                 retain: message.retain, serverTime: unixMilliseconds(), resend: message.dup)
             if message.qos == .atMostOnce {
-                downlink.enqueue(DownlinkEntry(message: .publish(publish)), class: .atMostOnce)
+                machine.downlink.queue.enqueue(Downlink.Entry(message: .publish(publish)), class: .atMostOnce)
             } else {
-                downlink.enqueue(DownlinkEntry(message: .publish(publish), deliveryID: message.deliveryID), class: .other)
+                machine.downlink.queue.enqueue(Downlink.Entry(message: .publish(publish), deliveryID: message.deliveryID), class: .other)
             }
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)
         case .signal:
@@ -470,7 +425,7 @@ extension DeviceConnection {
             // (Acknowledged at once on the MQTT loop: MosquittoDeviceSession.attach(to:).) Not for a
             // device that logged in with RECEIPT_NOTICES = 0.
             if session.receiptNotices, let payload = try? PayloadCodec.decode(ReceiptPayload.self, from: message.payload), let notices = try? payload.notices() {
-                for notice in notices { downlink.enqueue(DownlinkEntry(message: .receiptNotice(notice)), class: .receipt) }
+                for notice in notices { machine.downlink.queue.enqueue(Downlink.Entry(message: .receiptNotice(notice)), class: .receipt) }
             }
         default:
             return
@@ -484,13 +439,11 @@ extension DeviceConnection {
             // Typing: dropped when older than its lifetime (held up somewhere); a newer state
             // of the same sender and conversation replaces a queued one.
             guard let notice = try? payload.notice(), unixMilliseconds() <= payload.ts + UInt64(TypingState.lifetime) * 1000 else { return }
-            downlink.enqueue(DownlinkEntry(message: .typing(notice)), class: .presence, coalescingKey: "typing/\(notice.from ?? "")/\(notice.group ?? "")")
+            machine.downlink.queue.enqueue(Downlink.Entry(message: .typing(notice)), class: .presence, coalescingKey: "typing/\(notice.from ?? "")/\(notice.group ?? "")")
         } else if let probe = try? PayloadCodec.decode(PresenceProbePayload.self, from: message.payload), probe.isValid {
             // Answered with the next uplink batch; one answer per asking device and batch.
-            guard probe.from != session.user || probe.device != session.device, !presenceProbes.contains(probe),
-                  presenceProbes.count < Self.presenceProbeBatch
-            else { return }
-            presenceProbes.append(probe)
+            guard probe.from != session.user || probe.device != session.device else { return }
+            _ = machine.uplink.probe(probe)
         } else if let answer = try? PayloadCodec.decode(PresenceAnswerPayload.self, from: message.payload),
                   answer.to == session.device, IMIdentifier.isValid(answer.user), IMIdentifier.isValid(answer.presence.device) {
             presence(answer.presence, user: answer.user, device: answer.presence.device, session)
@@ -505,31 +458,27 @@ extension DeviceConnection {
     private func presence(_ payload: PresencePayload?, user: String, device: String, _ session: any DeviceSession) {
         if user == session.user {
             if device != session.device {
-                if payload == nil { ownDevices.remove(device) } else { ownDevices.insert(device) }
+                machine.downlink.ownDevice(device, present: payload != nil)
             }
-            guard requests?.quota.ownPresenceWatched.load(ordering: .relaxed) == true else { return }
+            guard link?.requests?.quota.ownPresenceWatched.load(ordering: .relaxed) == true else { return }
         }
         guard let payload, payload.device == device, let notice = try? payload.notice(user: user),
-              presenceTold.isNews(user: user, payload)
+              machine.downlink.isNews(user: user, payload)
         else { return }
-        downlink.enqueue(DownlinkEntry(message: .presence(notice)), class: .presence, coalescingKey: "presence/\(user)/\(device)")
+        machine.downlink.queue.enqueue(Downlink.Entry(message: .presence(notice)), class: .presence, coalescingKey: "presence/\(user)/\(device)")
     }
 
     /// Writes queued frames in priority order while the socket takes them. When the device
     /// reads slowly, the rest waits in the queue, where chat goes first and a newer
     /// presence or position replaces a queued one.
     func writeDownlink() {
-        guard let context = channelContext, machine.isLoggedIn else { return }
+        guard let context = output?.context else { return }
         let timestamp = unixSeconds()
         let now = context.eventLoop.now
         let sessionID = machine.sessionID
         var awaited = false
-        while context.channel.isWritable, let entry = downlink.dequeue() {
-            let number = sequence.next()
-            if entry.deliveryID != nil || entry.offset != nil {
-                machine.deliveryWritten(number, deliveryID: entry.deliveryID, origin: entry.origin, offset: entry.offset, now: now)
-                awaited = true
-            }
+        while context.channel.isWritable, let (entry, number) = machine.nextFrame(now: now) {
+            awaited = awaited || entry.isAwaited
             write(entry.message.frame(sequence: number, timestamp: timestamp, sessionID: sessionID))
         }
         writeSyncAcks()

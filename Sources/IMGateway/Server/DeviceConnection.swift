@@ -21,116 +21,53 @@ import Synchronization
 ///   comes back through a ``ConnectionMailbox``; ``MailboxWakeups`` drains the mailboxes
 ///   that one turn of the MQTT loop filled with one task per event loop;
 /// - requests that wait for the broker's answer (SUBSCRIBE, presence, location, read
-///   receipts) run in order on a ``RequestLane``, a task that exists only while they do;
-/// - the login (token, MQTT connect, subscriptions) runs on a task of its own, once.
+///   receipts) run in order on a ``RequestLane``, a task that exists only while they do,
+///   and their answers come back as mail;
+/// - the login (token, MQTT connect, subscriptions) runs on a task of its own, once, and
+///   so do reads of the archive and token refreshes; each comes back to the event loop as
+///   an event, so the handler, on its event loop, is the channel's one writer.
 final class DeviceConnection: ChannelDuplexHandler {
     typealias InboundIn = IMFrame
     typealias OutboundIn = IMFrame
     typealias OutboundOut = IMFrame
 
     let gateway: GatewayContext
-    let sequence: OutboundSequence
     var logger: Logger
+    /// The connection's state, its data path included: everything the handler decides by.
     var machine: ConnectionStateMachine
-    /// Set between handlerAdded and handlerRemoved.
-    var channelContext: ChannelHandlerContext?
-    /// Frames were written since the last flush.
-    var needsFlush = false
+    /// The channel, between handlerAdded and handlerRemoved: the one writer of its frames.
+    var output: Output?
     /// The one timer, armed for the machine's next deadline.
     var timer: (task: Scheduled<Void>, deadline: NIODeadline)?
-    /// Completed once the connection has finished (channel closed, MQTT session ended).
-    var finished: EventLoopPromise<Void>?
-
-    // The session, once the login opened it.
-    var session: (any DeviceSession)?
-    var registration: UInt64?
+    /// The connection's place in the gateway's counts, and the promise of its end.
+    var lifetime: ConnectionLifetime
+    /// What the MQTT side, the archive and the request lane hand the connection, from
+    /// handlerAdded.
     var mailbox: ConnectionMailbox?
-    /// Set at LOGIN_OK.
-    var requests: DeviceRequests?
-    /// What the session's CONNACK made of the broker (set with `session`).
-    var brokerFit: BrokerFit?
-    let lane = RequestLane()
-    /// Mail that arrived before LOGIN_OK was written.
-    var early: [ConnectionMailbox.Mail] = []
-    /// Set when the device's connection closes: a login still trying the broker's CONNECT
-    /// again stops (its session, if it got one, would only take the device's newer session
-    /// elsewhere over).
-    let closed = ClosedFlag()
+    /// The device's MQTT session, once the login opened it.
+    var link: SessionLink?
 
-    /// Whether the connection has closed, readable from the login's task.
-    final class ClosedFlag: Sendable {
-        private let value = Atomic<Bool>(false)
-        func set() { value.store(true, ordering: .relaxed) }
-        var isSet: Bool { value.load(ordering: .relaxed) }
+    /// The channel's context and whether frames were written since the last flush.
+    struct Output {
+        let context: ChannelHandlerContext
+        var needsFlush = false
     }
 
-    // The data path.
-    /// Frames for the device, queued by priority.
-    var downlink = DownlinkQueue<DownlinkEntry>()
-    /// Chat messages waiting to be handed to the MQTT client, in order.
-    var chatsToStart = Deque<ChatStart>()
-    /// Chat messages handed to the MQTT client and not settled yet (at most
-    /// `broker.max_inflight`: libmosquitto searches its in-flight list linearly).
-    var chatsInFlight = 0
-    /// MQTT deliveries the device (or the gateway) is done with, gathered in this burst.
-    var acknowledgements: [UInt64] = []
-    /// Sender and id of the last messages the server API sent to this device.
-    var apiMessages = RecentKeys(capacity: 1024)
-    /// LOGIN's CARBONS: whether this device takes carbons of what the user's other devices send.
-    var wantsCarbons = true
-    /// TYPING signals a connection may send per second.
-    static let typingRate = 4
-    /// The user's other devices that have a session (a retained presence): carbons are made
-    /// only when there is one.
-    var ownDevices: Set<String> = []
-    /// The last presence told to the device, per watched device (``PresenceMemory``): the
-    /// same presence, retained and in a probe's answer, is told once.
-    var presenceTold = PresenceMemory()
-    /// Presence probes to answer with the next uplink batch (at most ``presenceProbeBatch``).
-    var presenceProbes: [PresenceProbePayload] = []
-    /// The most probes answered per uplink batch: a flood of probes costs the broker no more
-    /// than this many answers per mailbox batch.
-    static let presenceProbeBatch = 64
-    /// ACKed chat deliveries whose "delivered" receipt is not published yet.
-    var delivered: [PendingDeliveries.Origin] = []
-    /// Set while `delivered` waits for ``receiptWindow`` to pass.
-    var receiptTimer: Scheduled<Void>?
-    var locationLimiter: RateLimiter
-    /// TYPING: 4 a second, 8 back to back (PROTOCOL.md 6.13).
-    var typingLimiter = RateLimiter(ratePerSecond: Double(DeviceConnection.typingRate), burst: 8)
-    /// `limits.chat_rate` and `chat_burst` for this connection's CHATs.
-    var chatLimit: ChatRateLimit
-    /// The message archive's side of the connection, from LOGIN_OK (``ArchiveLink``).
-    var archiveLink: ArchiveLink?
-    /// This connection's place in `limits.max_connections_*` (nil: not counted).
-    let admission: ConnectionAdmissions.Ticket?
-
-    /// How long "delivered" receipts are gathered before they are published (one MQTT
-    /// message per sender for all of them), unless ``receiptBatch`` are waiting first. A
-    /// receipt is not urgent, and one per read burst of a busy device cost a fifth of the
-    /// gateway's CPU; but a large batch arrives at the sender's connection as one burst of
-    /// work that delays its chat ACKs.
-    static let receiptWindow: TimeAmount = .milliseconds(10)
-    static let receiptBatch = 64
-
-    /// A frame for the device, queued by priority (``DownlinkQueue``).
-    struct DownlinkEntry {
-        var message: IMMessage
-        /// The MQTT delivery to acknowledge when the device ACKs this frame.
-        var deliveryID: UInt64?
-        /// For a chat delivery: whom to send the "delivered" receipt.
-        var origin: PendingDeliveries.Origin?
-        /// Its offset in the user's stream, when the archive stored it.
-        var offset: UInt64? = nil
+    /// The device's MQTT session and what serves it.
+    struct SessionLink {
+        let session: any DeviceSession
+        /// Its place in the gateway's ``SessionRegistry``.
+        let registration: UInt64
+        /// What the session's CONNACK made of the broker.
+        let brokerFit: BrokerFit
+        /// The requests that wait for the broker's answer, from LOGIN_OK.
+        var requests: DeviceRequests?
+        /// Where those requests run, one after the other.
+        let lane = RequestLane()
     }
 
-    init(
-        gateway: GatewayContext, sequence: OutboundSequence, peer: String, now: NIODeadline,
-        admission: ConnectionAdmissions.Ticket? = nil
-    ) {
+    init(gateway: GatewayContext, peer: String, now: NIODeadline, admission: ConnectionAdmissions.Ticket? = nil) {
         self.gateway = gateway
-        self.sequence = sequence
-        self.admission = admission
         var logger = gateway.logger
         logger[metadataKey: "peer"] = "\(peer)"
         self.logger = logger
@@ -139,37 +76,32 @@ final class DeviceConnection: ChannelDuplexHandler {
             limits: .init(
                 loginTimeout: .seconds(Int64(limits.loginTimeout)), idleTimeout: .seconds(Int64(limits.idleTimeout)),
                 deliveryAckTimeout: .seconds(Int64(limits.deliveryAckTimeout)),
-                tokenLeeway: .seconds(Int64(gateway.configuration.auth.leeway))),
+                tokenLeeway: .seconds(Int64(gateway.configuration.auth.leeway)),
+                maxInFlight: gateway.configuration.broker.maxInflight, chatRate: limits.chatRate, chatBurst: limits.chatBurst,
+                locationRate: gateway.configuration.location.maxUpdatesPerSecond),
             now: now)
-        let location = gateway.configuration.location
-        self.locationLimiter = RateLimiter(ratePerSecond: location.maxUpdatesPerSecond, burst: max(1, location.maxUpdatesPerSecond))
-        self.chatLimit = ChatRateLimit(ratePerSecond: limits.chatRate, burst: limits.chatBurst)
+        self.lifetime = ConnectionLifetime(admission: admission, statistics: gateway.statistics)
     }
+
+    /// The session, once the login opened it.
+    var session: (any DeviceSession)? { link?.session }
 
     // MARK: Channel events
 
     func handlerAdded(context: ChannelHandlerContext) {
-        channelContext = context
+        output = Output(context: context)
         let loop = context.eventLoop
         let bound = NIOLoopBound(self, eventLoop: loop)
         let wakeups = gateway.wakeups
         let drain: @Sendable () -> Void = { bound.value.drainMailbox() }
         mailbox = ConnectionMailbox { wakeups.wake(on: loop, drain) }
-        let finished = loop.makePromise(of: Void.self)
-        self.finished = finished
-        let connections = gateway.statistics.connections
-        connections.enter()
-        let admission = self.admission
-        finished.futureResult.whenComplete { _ in
-            admission?.closed()
-            connections.leave()
-        }
+        lifetime.opened(on: loop)
         armTimer()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         cancelTimer()
-        channelContext = nil
+        output = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -195,7 +127,7 @@ final class DeviceConnection: ChannelDuplexHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        startUplink()
+        startUplink(now: context.eventLoop.now)
         flushIfNeeded()
         context.fireChannelReadComplete()
     }
@@ -212,7 +144,7 @@ final class DeviceConnection: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         cancelTimer()
-        closed.set()
+        mailbox?.deviceLeft()
         perform(machine.handle(.channelClosed))
         context.fireChannelInactive()
     }
@@ -282,9 +214,6 @@ final class DeviceConnection: ChannelDuplexHandler {
             guard case .login(let request) = message else { return }
             startLogin(request)
             armTimer()
-        case .completeLogin:
-            // Only from `loginFinished`, which performs it with what the login opened.
-            assertionFailure("LOGIN_OK is written by loginFinished")
         case .handleFrame:
             guard let frame, let message else { return }
             handleRequest(message, frame)
@@ -292,16 +221,18 @@ final class DeviceConnection: ChannelDuplexHandler {
             guard let frame else { return }
             write(Ack.refusing(sequence: frame.header.sequence, code: code, message: text)
                 .frame(timestamp: unixSeconds(), sessionID: frame.header.sessionID))
+        case .completeLogin(let grant):
+            completeLogin(grant)
         case .close(let farewell):
             close(with: farewell)
         case .endSession(let reason):
             endSession(reason)
         case .finish:
             mailbox?.close()
-            lane.close()
-            finished?.succeed(())
+            link?.lane.close()
+            lifetime.finish()
         case .resumeReading:
-            channelContext?.read()
+            output?.context.read()
         }
     }
 
@@ -314,11 +245,11 @@ final class DeviceConnection: ChannelDuplexHandler {
             logger.info("closing", metadata: ["code": "\(code)", "reason": "\(text)"])
             let sessionID = refSequence != nil ? machine.loginHeader?.sessionID ?? machine.sessionID : machine.sessionID
             frame = IMMessage.error(ErrorNotice(code: code, message: text, refSequence: refSequence))
-                .frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: sessionID)
+                .frame(sequence: machine.nextSequence(), timestamp: unixSeconds(), sessionID: sessionID)
         case .kick(let code, let text):
             logger.info("kicked", metadata: ["code": "\(code)", "reason": "\(text)"])
             frame = IMMessage.kick(Kick(reason: code, message: text))
-                .frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: machine.sessionID)
+                .frame(sequence: machine.nextSequence(), timestamp: unixSeconds(), sessionID: machine.sessionID)
         case .acknowledgeLogout(let header):
             frame = Ack(sequence: header.sequence).frame(timestamp: unixSeconds(), sessionID: header.sessionID)
         }
@@ -331,35 +262,32 @@ final class DeviceConnection: ChannelDuplexHandler {
     func leave(_ event: ConnectionStateMachine.Event) -> EventLoopFuture<Void> {
         perform(machine.handle(event))
         flushIfNeeded()
-        return finished!.futureResult
+        return lifetime.finished!.futureResult
     }
 
     /// Ends the device's MQTT session the way `reason` says; reports `sessionEnded`.
     func endSession(_ reason: ConnectionStateMachine.CloseReason) {
-        guard let session, let loop = channelContext?.eventLoop ?? finished?.futureResult.eventLoop else {
+        guard let link, let loop = lifetime.finished?.futureResult.eventLoop else {
             // Nothing to end (the machine only asks once a login opened one): done at once.
             perform(machine.handle(.sessionEnded))
             return
         }
+        let session = link.session
         // What the device ACKed goes first: acknowledgements and "delivered" receipts; its
         // position is saved.
-        receiptTimer?.cancel()
-        receiptTimer = nil
         let acceptance = self.acceptance
         closeArchiveLink()
-        startUplink(receiptsDue: true, ending: true)
+        startUplink(now: loop.now, ending: true)
         mailbox?.close(accepted: acceptance)
-        lane.close()
-        if requests != nil {
-            gateway.statistics.loggedIn.subtract(1, ordering: .relaxed)
-        }
+        link.lane.close()
+        if link.requests != nil { lifetime.loggedOut() }
         logger.info("session ended", metadata: ["reason": "\(reason)"])
         let registry = gateway.registry
-        let registration = self.registration
+        let registration = link.registration
         let bound = NIOLoopBound(self, eventLoop: loop)
         Task {
             await session.end(reason)
-            if let registration { await registry.unregister(user: session.user, device: session.device, id: registration) }
+            await registry.unregister(user: session.user, device: session.device, id: registration)
             loop.execute { bound.value.perform(bound.value.machine.handle(.sessionEnded)) }
         }
     }
@@ -370,7 +298,7 @@ final class DeviceConnection: ChannelDuplexHandler {
     /// before the deadline moved later re-arms (a frame pushes the idle deadline back
     /// without touching the timer).
     func armTimer() {
-        guard let context = channelContext, let deadline = machine.nextDeadline else {
+        guard let context = output?.context, let deadline = machine.nextDeadline else {
             cancelTimer()
             return
         }
@@ -382,9 +310,12 @@ final class DeviceConnection: ChannelDuplexHandler {
 
     private func timerFired() {
         timer = nil
-        guard let context = channelContext else { return }
+        guard let context = output?.context else { return }
         let now = context.eventLoop.now
         perform(machine.handle(.timerFired(now: now)))
+        // The data path's deadlines: receipts gathered for their window, the archive's timer.
+        startUplink(now: now)
+        if machine.archiveTimerDue(now: now) { archiveTimerFired(now: now) }
         // The machine's next deadline is what its timer event checks: one that has passed
         // has been acted on (else this would fire again at once, for ever).
         assert(machine.nextDeadline.map { $0 > now } ?? true, "a deadline passed and the machine did nothing")
@@ -400,25 +331,26 @@ final class DeviceConnection: ChannelDuplexHandler {
     // MARK: Writing
 
     func write(_ frame: IMFrame) {
-        channelContext?.write(wrapOutboundOut(frame), promise: nil)
-        needsFlush = true
+        guard let context = output?.context else { return }
+        context.write(wrapOutboundOut(frame), promise: nil)
+        output?.needsFlush = true
     }
 
     /// Sends a message with the next sequence number.
     func send(_ message: IMMessage, sessionID: UInt16? = nil) {
-        write(message.frame(sequence: sequence.next(), timestamp: unixSeconds(), sessionID: sessionID ?? machine.sessionID))
+        write(message.frame(sequence: machine.nextSequence(), timestamp: unixSeconds(), sessionID: sessionID ?? machine.sessionID))
     }
 
     func flushIfNeeded() {
-        guard needsFlush else { return }
-        needsFlush = false
-        channelContext?.flush()
+        guard let output, output.needsFlush else { return }
+        self.output?.needsFlush = false
+        output.context.flush()
     }
 
     /// Writes `frame` (after what is pending) and closes the channel once it is out.
     func writeThenClose(_ frame: IMFrame) {
-        guard let context = channelContext else { return }
-        needsFlush = false
+        guard let context = output?.context else { return }
+        output?.needsFlush = false
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
     }
@@ -427,6 +359,6 @@ final class DeviceConnection: ChannelDuplexHandler {
     func closeOnMalformedFrame(_ error: IMWireError) {
         logger.notice("closing on a malformed frame", metadata: ["error": "\(error)"])
         cancelTimer()
-        writeThenClose(error.errorFrame(sequence: sequence.next(), timestamp: unixSeconds()))
+        writeThenClose(error.errorFrame(sequence: machine.nextSequence(), timestamp: unixSeconds()))
     }
 }

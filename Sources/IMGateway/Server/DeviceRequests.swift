@@ -8,7 +8,8 @@ import Synchronization
 
 /// A logged-in device's requests that wait for the broker's answer before their ACK:
 /// read receipts, presence and location operations, generic publish/subscribe. They run
-/// one after the other on the connection's ``RequestLane``; chat and delivery ACKs take
+/// one after the other on the connection's ``RequestLane``, and their answers come back as
+/// mail; chat and delivery ACKs take
 /// the connection's faster path and never wait behind them.
 struct DeviceRequests: Sendable {
     /// One request, with the header of its frame (for the reply).
@@ -34,7 +35,6 @@ struct DeviceRequests: Sendable {
 
     let session: any DeviceSession
     let context: GatewayContext
-    let sender: FrameSender
     /// The connection's mailbox, for what its event loop must see in order with the
     /// broker's messages.
     let mailbox: ConnectionMailbox
@@ -57,20 +57,25 @@ struct DeviceRequests: Sendable {
     }
 
     init(
-        session: any DeviceSession, context: GatewayContext, brokerFit: BrokerFit, sender: FrameSender,
+        session: any DeviceSession, context: GatewayContext, brokerFit: BrokerFit,
         mailbox: ConnectionMailbox, logger: Logger
     ) {
         self.session = session
         self.context = context
         self.brokerFit = brokerFit
-        self.sender = sender
         self.mailbox = mailbox
         self.logger = logger
         self.quota = Quota(context.configuration.limits)
     }
 
+    /// Answers the request with `header`: the answer goes to the connection as mail, and its
+    /// event loop writes it (the channel has one writer).
+    private func reply(_ ack: Ack, to header: IMFrameHeader) {
+        mailbox.post(.replied(ack, sessionID: header.sessionID))
+    }
+
     private func limitReached(_ header: IMFrameHeader, _ what: String) {
-        sender.reply(Ack.refusing(sequence: header.sequence, code: .limitReached, message: what), to: header)
+        reply(Ack.refusing(sequence: header.sequence, code: .limitReached, message: what), to: header)
     }
 
     /// Runs `job` and answers the frame with `header`: ACK, or a negative ACK saying why.
@@ -78,9 +83,9 @@ struct DeviceRequests: Sendable {
         do {
             try await perform(job, header: header)
         } catch let error as IMIdentifierError {
-            sender.reply(Ack.refusing(sequence: header.sequence, code: .invalidUserID, message: "\(error)"), to: header)
+            reply(Ack.refusing(sequence: header.sequence, code: .invalidUserID, message: "\(error)"), to: header)
         } catch {
-            sender.reply(Ack.refusing(sequence: header.sequence, code: .brokerUnavailable, message: "\(error)"), to: header)
+            reply(Ack.refusing(sequence: header.sequence, code: .brokerUnavailable, message: "\(error)"), to: header)
         }
     }
 
@@ -91,7 +96,7 @@ struct DeviceRequests: Sendable {
         case .receipt(let receipt):
             try IMIdentifier.validate(receipt.to, kind: .user)
             try await session.publish(session.receipt(.read, to: receipt.to, messageIDs: [receipt.messageID]))
-            sender.reply(Ack(sequence: header.sequence, messageID: receipt.messageID), to: header)
+            reply(Ack(sequence: header.sequence, messageID: receipt.messageID), to: header)
         case .watch(let users):
             // The retained presence of every device of the watched users arrives at
             // once, then every change (PRESENCE notices).
@@ -113,32 +118,32 @@ struct DeviceRequests: Sendable {
             // (The user's own devices too: their retained presence on another node misses
             // this session's filter just the same.)
             await probePresence(of: users.filter { !rejected.contains($0) })
-            sender.reply(rejected.isEmpty ? Ack(sequence: header.sequence) : Ack.refusing(sequence: header.sequence, code: .forbidden), to: header)
+            reply(rejected.isEmpty ? Ack(sequence: header.sequence) : Ack.refusing(sequence: header.sequence, code: .forbidden), to: header)
         case .unwatch(let users):
             // The user's own presence stays subscribed (carbons); its notices stop.
             if users.contains(me) { quota.ownPresenceWatched.store(false, ordering: .relaxed) }
             mailbox.post(.presenceWatchChanged(users))
             try await session.unsubscribe(users.filter { IMIdentifier.isValid($0) && $0 != me }.map { context.topics.presenceFilter(user: $0) })
             quota.state.withLock { $0.release(watches: users, .presence) }
-            sender.reply(Ack(sequence: header.sequence), to: header)
+            reply(Ack(sequence: header.sequence), to: header)
         case .shareStart(let start):
             for user in start.audience { try IMIdentifier.validate(user, kind: .user) }
             let share = shares.start(sharer: me, audience: Set(start.audience), duration: Double(start.duration))
             let duration = UInt32(share.remaining(now: Date.now.timeIntervalSince1970).rounded(.up))
             try await session.publishShare(audience: start.audience, until: UInt64(share.expiresAt * 1000), duration: duration)
-            sender.reply(Ack(sequence: header.sequence), to: header)
+            reply(Ack(sequence: header.sequence), to: header)
         case .shareStop:
             shares.stop(sharer: me)
             try await session.clearShare()
-            sender.reply(Ack(sequence: header.sequence), to: header)
+            reply(Ack(sequence: header.sequence), to: header)
         case .locationUpdate(let update, let expiry):
             try await session.publishLocation(update, expiry: expiry)
-            sender.reply(Ack(sequence: header.sequence), to: header)
+            reply(Ack(sequence: header.sequence), to: header)
         case .locationWatch(let users):
             for user in users { try IMIdentifier.validate(user, kind: .user) }
             let refused = users.filter { !shares.canWatch(watcher: me, sharer: $0) }
             guard refused.isEmpty else {
-                sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden,
+                reply(Ack.refusing(sequence: header.sequence, code: .forbidden,
                     message: "not in the audience of \(refused.joined(separator: ", "))"), to: header)
                 return
             }
@@ -151,18 +156,18 @@ struct DeviceRequests: Sendable {
                 quota.state.withLock { $0.release(watches: users, .location) }
                 throw error
             }
-            sender.reply(Ack(sequence: header.sequence), to: header)
+            reply(Ack(sequence: header.sequence), to: header)
         case .locationUnwatch(let users):
             try await session.unsubscribe(users.filter { IMIdentifier.isValid($0) }.map { context.topics.location(user: $0) })
             quota.state.withLock { $0.release(watches: users, .location) }
-            sender.reply(Ack(sequence: header.sequence), to: header)
+            reply(Ack(sequence: header.sequence), to: header)
         case .subscribe(let subscribe):
             try await self.subscribe(subscribe, header: header)
         case .unsubscribe(let unsubscribe):
             let filters = unsubscribe.filters.compactMap { try? context.topics.pubsubFilter($0) }
             if !filters.isEmpty { try await session.unsubscribe(filters) }
             quota.state.withLock { $0.release(filters: filters) }
-            sender.reply(Ack(sequence: header.sequence), to: header)
+            reply(Ack(sequence: header.sequence), to: header)
         case .publish(let publish):
             try await self.publish(publish, header: header)
         case .groupChat(let chat, let carbon):
@@ -194,7 +199,7 @@ struct DeviceRequests: Sendable {
             try IMIdentifier.validate(group, kind: .group)
             let members = try await context.groups.members(of: group)
             guard members[me] != nil else {
-                return sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "\(me) is not a member of \(group)"), to: header)
+                return reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "\(me) is not a member of \(group)"), to: header)
             }
             recipients = members.keys.filter { $0 != me }.sorted()
         } else {
@@ -210,7 +215,7 @@ struct DeviceRequests: Sendable {
                 properties: .gateway(sender: me, expiry: TypingState.lifetime, tag: context.authenticator.tag(topic: topic, payload: bytes)))
         }
         try await session.publishAll(publishes, window: brokerFit.publishWindow)
-        sender.reply(Ack(sequence: header.sequence), to: header)
+        reply(Ack(sequence: header.sequence), to: header)
     }
 
     /// A group chat (PROTOCOL.md 6.11): only a member may send; then one copy per other
@@ -219,11 +224,11 @@ struct DeviceRequests: Sendable {
         let me = session.user
         try IMIdentifier.validate(chat.to, kind: .group)
         guard IMIdentifier.isValidMessageID(chat.messageID) else {
-            return sender.reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: IMIdentifier.messageIDRule), to: header)
+            return reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: IMIdentifier.messageIDRule), to: header)
         }
         let members = try await context.groups.members(of: chat.to)
         guard members[me] != nil else {
-            return sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "\(me) is not a member of \(chat.to)"), to: header)
+            return reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "\(me) is not a member of \(chat.to)"), to: header)
         }
         let fingerprint = ChatFingerprint(chat)
         if let archive = context.archive {
@@ -231,9 +236,9 @@ struct DeviceRequests: Sendable {
         }
         switch context.dedup.check(user: me, id: chat.messageID, fingerprint: fingerprint) {
         case .duplicate(let earlier):
-            return sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: earlier ?? unixMilliseconds()), to: header)
+            return reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: earlier ?? unixMilliseconds()), to: header)
         case .reused:
-            return sender.reply(Ack.refusing(sequence: header.sequence, code: .messageIDReused,
+            return reply(Ack.refusing(sequence: header.sequence, code: .messageIDReused,
                 message: "message id \(chat.messageID) was already used for another message"), to: header)
         case .new:
             break
@@ -244,7 +249,7 @@ struct DeviceRequests: Sendable {
         if carbon { copies.append(session.chatPublish(chat, serverTime: serverTime, copy: .carbon)) }
         try await session.publishAll(copies, window: brokerFit.publishWindow)
         context.dedup.record(user: me, id: chat.messageID, fingerprint: fingerprint, serverTime: serverTime)
-        sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime), to: header)
+        reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime), to: header)
         context.push?.chatAccepted(chat, from: me, serverTime: serverTime, recipients: others)
     }
 
@@ -265,7 +270,7 @@ struct DeviceRequests: Sendable {
         do throws(ArchiveError) {
             outcome = try await archive.append(message)
         } catch {
-            return sender.reply(Ack.storeUnavailable(sequence: header.sequence, retryAfter: error.retryAfter ?? 1_000, message: error.message), to: header)
+            return reply(Ack.storeUnavailable(sequence: header.sequence, retryAfter: error.retryAfter ?? 1_000, message: error.message), to: header)
         }
         let copies: [StoredCopy]
         switch outcome {
@@ -275,7 +280,7 @@ struct DeviceRequests: Sendable {
             copies = stored
             serverTime = first
         case .reused:
-            return sender.reply(Ack.refusing(sequence: header.sequence, code: .messageIDReused,
+            return reply(Ack.refusing(sequence: header.sequence, code: .messageIDReused,
                 message: "message id \(chat.messageID) was already used for another message"), to: header)
         }
         let epoch = archive.epoch.rawValue
@@ -286,7 +291,7 @@ struct DeviceRequests: Sendable {
         }
         if carbon, let own { publishes.append(session.chatPublish(chat, serverTime: serverTime, copy: .carbon, stored: (own, epoch))) }
         try await session.publishAll(publishes, window: brokerFit.publishWindow)
-        sender.reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime, streamOffset: own), to: header)
+        reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime, streamOffset: own), to: header)
         if case .stored = outcome { context.push?.chatAccepted(chat, from: me, serverTime: serverTime, recipients: others) }
     }
 
@@ -341,7 +346,7 @@ struct DeviceRequests: Sendable {
                 }
             }
         }
-        sender.reply(Ack(sequence: header.sequence, subscriptions: results.compactMap { $0 }), to: header)
+        reply(Ack(sequence: header.sequence, subscriptions: results.compactMap { $0 }), to: header)
     }
 
     /// The device's code for a filter the broker refused (SUBACK reason): FORBIDDEN when it is
@@ -363,22 +368,22 @@ struct DeviceRequests: Sendable {
         let policy = context.configuration.pubsub
         let maxQoS = min(policy.maxIMQoS, IMQoS(brokerFit.maximumQoS))
         guard policy.allowPublish else {
-            sender.reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "publishing is not allowed"), to: header)
+            reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "publishing is not allowed"), to: header)
             return
         }
         guard let topic = try? context.topics.pubsubTopic(publish.topic) else {
-            sender.reply(Ack.refusing(sequence: header.sequence, code: .invalidTopic,
+            reply(Ack.refusing(sequence: header.sequence, code: .invalidTopic,
                 message: "\(publish.topic) is outside \(context.configuration.topicPrefix)/\(policy.topicSpace)/"), to: header)
             return
         }
         guard publish.qos <= maxQoS else {
             let whose = maxQoS < policy.maxIMQoS ? "the broker takes" : "pubsub.max_qos allows"
-            sender.reply(Ack.refusing(sequence: header.sequence, code: .qosNotSupported, message: "\(whose) at most QoS \(maxQoS.rawValue)"), to: header)
+            reply(Ack.refusing(sequence: header.sequence, code: .qosNotSupported, message: "\(whose) at most QoS \(maxQoS.rawValue)"), to: header)
             return
         }
         try await session.publish(OutgoingPublish(
             topic: topic, payload: Array(publish.payload.readableBytesView), qos: QoS(publish.qos),
             retain: publish.retain, properties: MQTTProperties(userProperties: [UserProperty("sender", session.user)])))
-        sender.reply(Ack(sequence: header.sequence, serverTime: unixMilliseconds()), to: header)
+        reply(Ack(sequence: header.sequence, serverTime: unixMilliseconds()), to: header)
     }
 }

@@ -83,7 +83,6 @@ public final class GatewayServer: Service, Sendable {
             .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
                     CloseOnExec.mark(child)
-                    let sequence = OutboundSequence()
                     if let tls {
                         try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     }
@@ -95,7 +94,7 @@ public final class GatewayServer: Service, Sendable {
                                 ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
                                 MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
                                 DeviceConnection(
-                                    gateway: context, sequence: sequence, peer: child.remoteAddress?.description ?? "?",
+                                    gateway: context, peer: child.remoteAddress?.description ?? "?",
                                     now: child.eventLoop.now, admission: ticket),
                             ])
                         } catch {
