@@ -78,6 +78,10 @@ release: deps
 
 # Tests that load both cores: run alone (see test).
 STRESS_TESTS = 'OneUserFuzzTests|ChatRateLimitIntegrationTests/flooder'
+# Run once more with libmosquitto's internals off (MOSQUITTO_SWIFT_INTERNALS=off, which the
+# imgw processes the tests start inherit): the Mosquitto library's tests and the gateway's core
+# integration tests.
+INTERNALS_OFF_TESTS = '^MosquittoTests\.|MosquittoClientTests|MosquittoCallbackTests|MosquittoWriteCoalescingTests|AckThroughTests|ReceiveMaximumTests|GatewayTests|BrokerRestartTests|SessionEndingTests|DurabilityTests|DescriptorHygieneTests|LibmosquittoInternalsTests|WindowedPublishTests'
 
 ## Every test: the test watchdog's own tests (silent unless they fail), a bounded fuzzing run
 ## of the frame decoder, then unit tests, the protocol's test vectors, and integration tests
@@ -93,6 +97,7 @@ test: test-deps
 	@# after the rest, so that they do not starve the timing of the others.
 	$(WATCHDOG) $(SWIFT) test --skip-build --skip APIConformanceTests --skip $(STRESS_TESTS)
 	$(WATCHDOG) $(SWIFT) test --skip-build --filter $(STRESS_TESTS)
+	MOSQUITTO_SWIFT_INTERNALS=off $(WATCHDOG) $(SWIFT) test --skip-build --filter $(INTERNALS_OFF_TESTS)
 	$(WATCHDOG) $(SWIFT) test --skip-build --filter APIConformanceTests
 
 unit-test: test-deps

@@ -26,6 +26,30 @@
 #include <time.h>
 #include <unistd.h>
 
+/// Whether the headers compiled against are libmosquitto 2.0.x, whose private layouts the
+/// shims below were checked against (lib/mosquitto_internal.h, 2.0.0 to 2.0.20). Without
+/// them, the shims that read those layouts answer false and touch nothing; with them, the
+/// linked library is checked at run time too (`MosquittoLibrary.internals`).
+#if defined(LIBMOSQUITTO_VERSION_NUMBER) && LIBMOSQUITTO_VERSION_NUMBER >= 2000000 && LIBMOSQUITTO_VERSION_NUMBER < 2010000
+#define CMOSQ_PRIVATE_LAYOUTS 1
+#else
+#define CMOSQ_PRIVATE_LAYOUTS 0
+#endif
+
+/// `CMOSQ_PRIVATE_LAYOUTS`, for Swift.
+static inline bool cmosq_private_layouts_compiled(void) {
+    return CMOSQ_PRIVATE_LAYOUTS;
+}
+
+/// `LIBMOSQUITTO_VERSION_NUMBER` of the headers compiled against (0 if they say none).
+static inline int cmosq_compiled_version(void) {
+#if defined(LIBMOSQUITTO_VERSION_NUMBER)
+    return LIBMOSQUITTO_VERSION_NUMBER;
+#else
+    return 0;
+#endif
+}
+
 /// libmosquitto 2.0's private `struct mosquitto_message_all` (lib/mosquitto_internal.h,
 /// identical from 2.0.0 to 2.0.20). The `struct mosquitto_message` handed to
 /// `on_message_v5` is its `msg` member; the DUP flag of the PUBLISH sits just before it
@@ -44,6 +68,10 @@ struct cmosq_message_all_v2_0 {
 
 /// The DUP flag of a message received through `on_message_v5` (libmosquitto 2.0.x only).
 static inline bool cmosq_message_dup(const struct mosquitto_message *msg) {
+#if !CMOSQ_PRIVATE_LAYOUTS
+    (void)msg;
+    return false;
+#endif
     const char *base = (const char *)msg - offsetof(struct cmosq_message_all_v2_0, msg);
     return ((const struct cmosq_message_all_v2_0 *)base)->dup;
 }
@@ -65,6 +93,10 @@ struct cmosq_mosquitto_head_v2_0 {
 /// in either order. Returns true when it took them: the caller then owns (and closes)
 /// both descriptors; false leaves the handle untouched.
 static inline bool cmosq_detach_socketpair(struct mosquitto *mosq, int end1, int end2) {
+#if !CMOSQ_PRIVATE_LAYOUTS
+    (void)mosq, (void)end1, (void)end2;
+    return false;
+#endif
     struct cmosq_mosquitto_head_v2_0 *head = (struct cmosq_mosquitto_head_v2_0 *)mosq;
     if (head->sock != -1) {
         return false;
@@ -82,6 +114,10 @@ static inline bool cmosq_detach_socketpair(struct mosquitto *mosq, int end1, int
 /// yet, both ends set), or false. The numbers are only a claim until the caller has checked
 /// that they are a pair of unnamed AF_UNIX stream sockets and each other's peer.
 static inline bool cmosq_head_socketpair(struct mosquitto *mosq, int *first, int *second) {
+#if !CMOSQ_PRIVATE_LAYOUTS
+    (void)mosq, (void)first, (void)second;
+    return false;
+#endif
     const struct cmosq_mosquitto_head_v2_0 *head = (const struct cmosq_mosquitto_head_v2_0 *)mosq;
     if (head->sock != -1 || head->sockpairR < 0 || head->sockpairW < 0 || head->sockpairR == head->sockpairW) {
         return false;

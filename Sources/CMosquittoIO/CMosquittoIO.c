@@ -1,9 +1,11 @@
 #define _GNU_SOURCE
 #include "CMosquittoIO.h"
 
+#if defined(__linux__)
 #include <elf.h>
-#include <errno.h>
 #include <link.h>
+#endif
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +188,16 @@ void cmosq_writer_discard(struct cmosq_writer *writer) {
  * imported functions (DT_JMPREL, or DT_RELA for a library linked with -fno-plt); the one
  * whose symbol is "read" is the slot that every call from libmosquitto goes through. */
 
+/* The hooks are built for Linux's ELF on x86_64 and aarch64 only; elsewhere
+ * `cmosq_io_install` answers false and libmosquitto's I/O is left as it is. */
+#if defined(__linux__) && defined(__ELF__) && (defined(__x86_64__) || defined(__aarch64__))
+#define CMOSQ_CAN_HOOK 1
+#else
+#define CMOSQ_CAN_HOOK 0
+#endif
+
+#if CMOSQ_CAN_HOOK
+
 #if defined(__x86_64__)
 #define CMOSQ_R_JUMP_SLOT R_X86_64_JUMP_SLOT
 #define CMOSQ_R_GLOB_DAT R_X86_64_GLOB_DAT
@@ -310,3 +322,11 @@ bool cmosq_io_install(void) {
     pthread_once(&install_once, install);
     return installed;
 }
+
+#else
+
+bool cmosq_io_install(void) {
+    return false;
+}
+
+#endif

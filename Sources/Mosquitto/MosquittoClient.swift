@@ -751,7 +751,7 @@ public actor MosquittoClient {
     /// broker's normal flow control still applies and its overrun is absorbed. Only for
     /// libmosquitto 2.0.x, where that sequence was checked; elsewhere the limit stays.
     private static func tolerateReceiveMaximumOverrun(_ mosq: OpaquePointer) {
-        guard MosquittoLibrary.version.major == 2 && MosquittoLibrary.version.minor == 0 else { return }
+        guard MosquittoLibrary.internals.contains(.receiveMaximumOverrun) else { return }
         // 0 means UINT16_MAX (lib/options.c).
         _ = mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, 0)
     }
@@ -762,6 +762,14 @@ public actor MosquittoClient {
             var list: OpaquePointer? = nil
             let added = mosquitto_property_add_int32(&list, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), configuration.sessionExpiryInterval)
             if added != Int32(MOSQ_ERR_SUCCESS.rawValue) { return added }
+            guard MosquittoLibrary.internals.contains(.asyncConnectProperties) else {
+                // The public way: a blocking connect that takes them (on the connector's
+                // thread; libmosquitto makes the socket non-blocking once connected).
+                let connected = mosquitto_connect_bind_v5(
+                    mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive), nil, list)
+                mosquitto_property_free_all(&list)
+                return connected
+            }
             // libmosquitto 2.0 has no asynchronous connect that takes CONNECT properties.
             // mosquitto_connect_bind_v5 copies them into the handle before it validates
             // the port (lib/connect.c), and mosquitto_connect_bind_async then sends the

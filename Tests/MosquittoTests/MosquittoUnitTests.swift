@@ -1,3 +1,4 @@
+import Foundation
 import CMosquitto
 import Testing
 
@@ -78,13 +79,18 @@ struct MosquittoUnitTests {
         #expect(ReasonCode(0x80).isFailure)
     }
 
-    @Test("the linked libmosquitto is the one whose headers the shims were compiled with (their private layouts are 2.0's), and here the DUP flag is read")
+    @Test("the linked libmosquitto is the one whose headers the shims were compiled with (their private layouts are 2.0's); every internal is in use unless MOSQUITTO_SWIFT_INTERNALS=off, and none then")
     func libraryVersion() {
         #expect(MosquittoLibrary.version.major == Int(LIBMOSQUITTO_MAJOR) && MosquittoLibrary.version.minor == Int(LIBMOSQUITTO_MINOR),
                 "linked \(MosquittoLibrary.version), compiled against \(LIBMOSQUITTO_MAJOR).\(LIBMOSQUITTO_MINOR)")
-        // On this machine's libmosquitto 2.0 the DUP flag comes from the private layout
-        // (AckThroughTests checks a redelivery carries it); elsewhere it would read false.
-        #expect(MosquittoLibrary.canReadDupFlag)
+        #expect(MosquittoLibrary.compiledVersion / 1_000_000 == Int(LIBMOSQUITTO_MAJOR))
+        let off = ProcessInfo.processInfo.environment[MosquittoLibrary.environmentVariable] == "off"
+        #expect(MosquittoLibrary.internalsDisabled == off)
+        // On this machine (libmosquitto 2.0, Linux x86_64 or aarch64) every one is in use
+        // (AckThroughTests checks a redelivery carries the DUP flag, BatchedIOTests the hooks).
+        #expect(MosquittoLibrary.internals == (off ? [] : Set(MosquittoLibrary.Internal.allCases)))
+        #expect(MosquittoLibrary.canReadDupFlag == !off)
+        #expect(!MosquittoLibrary.disableInternals() || off, "decided at first use: too late to turn them off now")
     }
 
     @Test("configuration defaults")
@@ -113,17 +119,18 @@ struct MosquittoUnitTests {
 
 @Suite("Mosquitto: libmosquitto's internal socketpair")
 struct SocketPairsTests {
-    @Test("the pair a fresh handle names is confirmed and taken away, without a descriptor scan")
+    @Test("the pair a fresh handle names is confirmed and taken away, without a descriptor scan; with the internals off, found by its descriptors and kept for the loop to drain")
     func headPairTaken() throws {
-        #expect(MosquittoLibrary.canDetachSocketPair, "libmosquitto 2.0 on this platform")
+        let detaches = MosquittoLibrary.canDetachSocketPair
+        #expect(detaches == !MosquittoLibrary.internalsDisabled, "libmosquitto 2.0 on this platform")
         let scansBefore = SocketPairs.scans.load(ordering: .relaxed)
-        var handles: [OpaquePointer] = []
+        var handles: [(OpaquePointer, SocketPairs.Pair?)] = []
         for index in 0..<50 {
             let (handle, pair) = try SocketPairs.create { mosquitto_new("pair-\(index)", true, nil) }
-            #expect(pair == nil, "detached, nothing for a loop to drain")
-            handles.append(try #require(handle))
+            #expect((pair == nil) == detaches, "detached, nothing for a loop to drain (or found, when not detached)")
+            handles.append((try #require(handle), pair))
         }
-        #expect(SocketPairs.scans.load(ordering: .relaxed) == scansBefore)
-        for handle in handles { SocketPairs.destroy(handle, pair: nil) }
+        #expect(SocketPairs.scans.load(ordering: .relaxed) - scansBefore == (detaches ? 0 : 50))
+        for (handle, pair) in handles { SocketPairs.destroy(handle, pair: pair) }
     }
 }

@@ -29,12 +29,20 @@ extension GatewayConfiguration {
         /// messages (ejabberd 23.01); elsewhere it only costs one QoS 0 message per watched user
         /// and one per online device of it. Default true.
         public var presenceProbe: Bool
+        /// `libmosquitto_internals`: whether the MQTT side may use libmosquitto 2.0's private
+        /// parts (batched socket I/O, the DUP flag, the socketpair, the receive maximum, the
+        /// asynchronous connect with properties; ``MosquittoLibrary/Internal``) and SwiftNIO's
+        /// channel description (to mark accepted sockets close-on-exec). Each is used only where
+        /// it was checked (libmosquitto 2.0.x, Linux) and has a fallback through public API
+        /// alone; false turns them all off, at some cost in CPU. imgw logs at start which are
+        /// in use and exports `imgw_libmosquitto_internal`. Default true.
+        public var libmosquittoInternals: Bool
 
         /// Creates broker settings with the defaults.
         public init(
             url: String? = nil, username: String? = nil, password: String? = nil, caFile: String? = nil,
             certFile: String? = nil, keyFile: String? = nil, tlsInsecure: Bool = false, keepalive: Int = 30,
-            sessionExpiry: Int = 604_800, maxInflight: Int = 128, presenceProbe: Bool = true
+            sessionExpiry: Int = 604_800, maxInflight: Int = 128, presenceProbe: Bool = true, libmosquittoInternals: Bool = true
         ) {
             self.url = url
             self.username = username
@@ -47,6 +55,7 @@ extension GatewayConfiguration {
             self.sessionExpiry = sessionExpiry
             self.maxInflight = maxInflight
             self.presenceProbe = presenceProbe
+            self.libmosquittoInternals = libmosquittoInternals
         }
 
         /// `url` parsed, or `nil` when it is not set or not valid (``validate()`` reports it).
@@ -62,6 +71,7 @@ extension GatewayConfiguration {
             case sessionExpiry = "session_expiry"
             case maxInflight = "max_inflight"
             case presenceProbe = "presence_probe"
+            case libmosquittoInternals = "libmosquitto_internals"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -79,6 +89,7 @@ extension GatewayConfiguration {
             self.sessionExpiry = try c.value(.sessionExpiry, or: d.sessionExpiry)
             self.maxInflight = try c.value(.maxInflight, or: d.maxInflight)
             self.presenceProbe = try c.value(.presenceProbe, or: d.presenceProbe)
+            self.libmosquittoInternals = try c.value(.libmosquittoInternals, or: d.libmosquittoInternals)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -94,6 +105,7 @@ extension GatewayConfiguration {
             try c.encode(self.sessionExpiry, forKey: .sessionExpiry)
             try c.encode(self.maxInflight, forKey: .maxInflight)
             try c.encode(self.presenceProbe, forKey: .presenceProbe)
+            try c.encode(self.libmosquittoInternals, forKey: .libmosquittoInternals)
         }
     }
 

@@ -11,7 +11,7 @@ import Foundation
 /// | `gateway_id` | the host name (`imgw` if that is not a valid id) |
 /// | `topic_prefix` | `im` |
 /// | `listen` | ``ListenSettings``: `host` 127.0.0.1, `port` 6969, `tls` none |
-/// | `broker` | ``BrokerSettings``: `url` none (embedded broker), `keepalive` 30, `session_expiry` 604800, `max_inflight` 128, `presence_probe` true |
+/// | `broker` | ``BrokerSettings``: `url` none (embedded broker), `keepalive` 30, `session_expiry` 604800, `max_inflight` 128, `presence_probe` true, `libmosquitto_internals` true |
 /// | `embedded_broker` | ``EmbeddedBrokerSettings``: 127.0.0.1:1883, `data_dir`, `executable` /usr/sbin/mosquitto, `max_queued_messages` 10000 |
 /// | `auth` | ``AuthSettings``: `jwt_secret` change-me-in-production (a warning), `issuer` none, `leeway` 30 |
 /// | `limits` | ``LimitSettings``: body 1 MiB, login 10 s, idle 90 s, delivery ACK 30 s, 64 unacked, compression from 1024 bytes |

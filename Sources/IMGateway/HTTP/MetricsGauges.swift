@@ -1,5 +1,6 @@
 import Hummingbird
 import IMArchive
+import Mosquitto
 import NIOCore
 import Prometheus
 import Synchronization
@@ -69,7 +70,17 @@ final class MetricsGauges: Sendable {
             levels += archiveLevels
             totals += archiveTotals
         }
-        gauges = levels.map { (prometheus.makeGauge(descriptor: descriptor($0.name, $0.unit, $0.help)), $0.value) }
+        var gauges = levels.map { (prometheus.makeGauge(descriptor: descriptor($0.name, $0.unit, $0.help)), $0.value) }
+        // Which of libmosquitto's private parts the MQTT side uses (broker.libmosquitto_internals).
+        let internals = MosquittoLibrary.internals
+        for part in MosquittoLibrary.Internal.allCases.sorted() {
+            let gauge = prometheus.makeGauge(
+                descriptor: descriptor("libmosquitto_internal", "", "1 when this private part of libmosquitto is in use (broker.libmosquitto_internals)"),
+                labels: [("name", part.rawValue)])
+            let inUse: Double = internals.contains(part) ? 1 : 0
+            gauges.append((gauge, { inUse }))
+        }
+        self.gauges = gauges
         counters = totals.map { (prometheus.makeCounter(descriptor: descriptor($0.name, $0.unit, $0.help)), $0.value) }
         exported = Mutex(Array(repeating: 0, count: totals.count))
     }

@@ -336,7 +336,7 @@ extension DeviceConnection {
     /// remember its id for resends.
     private func settle(_ ticket: ConnectionMailbox.ChatTicket, _ outcome: Result<Void, MosquittoError>, timestamp: UInt32) {
         machine.uplink.settled()
-        guard let session else { return }
+        guard session != nil else { return }
         switch outcome {
         case .success:
             accepted(ticket)

@@ -33,9 +33,12 @@ public final class GatewayServer: Service, Sendable {
         configuration: GatewayConfiguration,
         broker: BrokerEndpoint,
         logger: Logger,
-        mqttLoop: MosquittoEventLoop = .shared,
+        mqttLoop: MosquittoEventLoop? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> GatewayServer {
+        // Before the shared MQTT loop exists (making it decides libmosquitto's internals).
+        useInternals(configuration.broker.libmosquittoInternals, logger: logger)
+        let mqttLoop = mqttLoop ?? .shared
         if configuration.archive.store == .sqlite && configuration.statsInterval > 0 {
             let others = await SharedBrokerCheck.otherGateways(
                 broker: broker, topics: configuration.topics, gatewayID: configuration.gatewayID, statsInterval: configuration.statsInterval,
@@ -56,6 +59,23 @@ public final class GatewayServer: Service, Sendable {
         }
     }
 
+    /// Applies `broker.libmosquitto_internals` (before the first MQTT client: afterwards the
+    /// library has decided) and logs which private parts of libmosquitto are in use.
+    static func useInternals(_ allowed: Bool, logger: Logger) {
+        if !allowed && !MosquittoLibrary.disableInternals() {
+            logger.warning("broker.libmosquitto_internals is false, but MQTT clients were made before: libmosquitto's internals stay as they are")
+        }
+        let inUse = MosquittoLibrary.internals.sorted().map(\.rawValue)
+        let off = MosquittoLibrary.Internal.allCases.filter { !MosquittoLibrary.internals.contains($0) }.sorted().map(\.rawValue)
+        let version = MosquittoLibrary.version
+        logger.notice("libmosquitto internals", metadata: [
+            "in-use": "\(inUse.isEmpty ? "none" : inUse.joined(separator: ","))",
+            "off": "\(off.isEmpty ? "none" : off.joined(separator: ","))",
+            "why-off": "\(MosquittoLibrary.internalsDisabled ? "turned off (broker.libmosquitto_internals or \(MosquittoLibrary.environmentVariable))" : inUse.count == MosquittoLibrary.Internal.allCases.count ? "-" : "not checked for this libmosquitto or platform")",
+            "libmosquitto": "\(version.major).\(version.minor).\(version.revision)",
+        ])
+    }
+
     private static func bind(
         configuration: GatewayConfiguration, broker: BrokerEndpoint, logger: Logger, archive: MessageArchive?,
         mqttLoop: MosquittoEventLoop, group: any EventLoopGroup
@@ -64,6 +84,7 @@ public final class GatewayServer: Service, Sendable {
         let limits = configuration.limits
         let tls = try configuration.listen.tls.map { try Self.tlsContext($0) }
         let quiesce = ServerQuiescingHelper(group: group)
+        let markCloseOnExec = configuration.broker.libmosquittoInternals
         let channel = try await ServerBootstrap(group: group)
             // Every accepted connection is known, so that shutdown reaches those that have
             // not logged in (yet) too.
@@ -82,7 +103,9 @@ public final class GatewayServer: Service, Sendable {
             .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 256, maximum: 65536))
             .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
-                    CloseOnExec.mark(child)
+                    // SwiftNIO's description names the descriptor: read only with the internals
+                    // allowed (ChildProcess closes inherited descriptors in children anyway).
+                    if markCloseOnExec { CloseOnExec.mark(child) }
                     if let tls {
                         try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     }
@@ -114,7 +137,7 @@ public final class GatewayServer: Service, Sendable {
             }
             .bind(host: configuration.listen.host, port: configuration.listen.port)
             .get()
-        if try await !channel.eventLoop.submit({ CloseOnExec.mark(channel) }).get() {
+        if markCloseOnExec, try await !channel.eventLoop.submit({ CloseOnExec.mark(channel) }).get() {
             logger.warning("cannot mark the listening socket close-on-exec (SwiftNIO hides its descriptor)")
         }
         let metrics = configuration.metrics.enabled
