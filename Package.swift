@@ -57,8 +57,13 @@ let package = Package(
         // HMAC-SHA256 over OpenSSL's SHA-256 without allocations (MessageAuthenticator).
         .target(name: "CMessageTag", linkerSettings: [.linkedLibrary("crypto")]),
 
-        // The libmosquitto wrapper: knows only CMosquitto.
-        .target(name: "Mosquitto", dependencies: ["CMosquitto", "CMosquittoIO"]),
+        // The few concurrency primitives the gateway and the wrapper share (a monitor, a
+        // semaphore, a serial job queue): an internal module of its own, not a product, with
+        // its own tests; it depends on nothing.
+        .target(name: "AsyncToolkit"),
+
+        // The libmosquitto wrapper: knows only CMosquitto (and the internal AsyncToolkit).
+        .target(name: "Mosquitto", dependencies: ["CMosquitto", "CMosquittoIO", "AsyncToolkit"]),
 
         // The TLV wire protocol: knows only NIOCore and zlib.
         .target(
@@ -98,6 +103,7 @@ let package = Package(
         .target(
             name: "IMGateway",
             dependencies: [
+                "AsyncToolkit",
                 "IMWire",
                 "IMArchive",
                 "Mosquitto",
@@ -193,6 +199,7 @@ let package = Package(
         ),
 
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "CMosquittoIO"]),
+        .testTarget(name: "AsyncToolkitTests", dependencies: ["AsyncToolkit"]),
         .testTarget(
             name: "IMArchiveTests",
             dependencies: [
@@ -244,6 +251,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
+                "AsyncToolkit",
                 "Mosquitto",
                 "CProcessShims",
                 "IMWire",

@@ -1,3 +1,4 @@
+import AsyncToolkit
 import CMosquitto
 import CMosquittoIO
 import Dispatch
@@ -85,11 +86,11 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         var ended = false
         /// A drain thread is running (at most one: jobs stay serial).
         var draining = false
-        /// Callers of ``waitForStop()``.
-        var stopWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let inbox = Mutex(Inbox())
+    /// Whether the loop thread has ended, for ``waitForStop()``.
+    private let ended = AsyncCondition(false)
     private let threadID = Atomic<UInt>(0)
     /// Replaced (on the loop thread) when a registration outlived its descriptor.
     private var epollFD: Int32
@@ -259,13 +260,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     /// Returns once the loop thread has ended (after ``shutdown()``, once its clients are
     /// closed).
     public func waitForStop() async {
-        await withCheckedContinuation { continuation in
-            let ended = inbox.withLock { inbox in
-                if !inbox.ended { inbox.stopWaiters.append(continuation) }
-                return inbox.ended
-            }
-            if ended { continuation.resume() }
-        }
+        _ = await ended.wait { $0 }
     }
 
     // MARK: The loop
@@ -309,13 +304,12 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         // Work submitted from now on is run by a drain thread; what came before is run
         // here. (The descriptors stay open until deinit: a submit may still be writing to
         // wakeFD.)
-        let (leftover, waiters) = inbox.withLock { inbox in
+        let leftover = inbox.withLock { inbox in
             inbox.ended = true
             inbox.draining = !inbox.work.isEmpty
-            defer { inbox.stopWaiters = [] }
-            return (inbox.draining, inbox.stopWaiters)
+            return inbox.draining
         }
-        for waiter in waiters { waiter.resume() }
+        ended.withLock { $0 = true }
         if leftover { drain() }
     }
 

@@ -1,3 +1,4 @@
+import AsyncToolkit
 import Foundation
 import Logging
 import Mosquitto
@@ -33,33 +34,26 @@ final class ControlClient: Sendable {
     private let markerTopic: String
     private let context: GatewayContext
     private let logger: Logger
-    private let lookups = Mutex(Lookups())
-    /// Whether the subscriptions are made (after each connect), and who waits for that.
-    private let readiness = Mutex(Readiness())
+    /// Lookups under way; each waits here for its marker.
+    private let lookups = AsyncCondition(Lookups())
+    /// Counts the connections whose subscriptions were made (0: none yet); requests wait here
+    /// for the next one.
+    private let subscribedConnections = AsyncCondition<UInt64>(0)
     /// How long a lookup waits for its marker.
     private let timeout: Double
 
-    private struct Lookups {
+    private struct Lookups: Sendable {
         var nextID: UInt64 = 0
         var pending: [UInt64: Pending] = [:]
         /// Lookups per filter, so that a filter stays subscribed while one still uses it.
         var users: [String: Int] = [:]
     }
 
-    private struct Readiness {
-        /// Counts the connections whose subscriptions were made (0: none yet).
-        var generation: UInt64 = 0
-        var nextID: UInt64 = 0
-        var waiters: [UInt64: CheckedContinuation<Bool, Never>] = [:]
-    }
-
-    private struct Pending {
+    private struct Pending: Sendable {
         let filter: String
         let matches: @Sendable (String) -> Bool
         var messages: [MosquittoMessage] = []
-        /// The lookup waiting for its marker, until the marker or the time-out.
-        var waiter: CheckedContinuation<[MosquittoMessage], any Error>?
-        /// What came first, if the lookup was not waiting yet.
+        /// Set when its marker came back, or the connection was lost.
         var outcome: Result<Void, Failure>?
     }
 
@@ -103,42 +97,16 @@ final class ControlClient: Sendable {
     /// for that (a request right after the gateway started, or during a reconnect); throws
     /// ``Failure/notConnected`` after it.
     private func ready() async throws {
-        let generation = readiness.withLock { $0.generation }
+        let generation = subscribedConnections.read { $0 }
         if generation > 0, await client.state == .connected { return }
-        let timeout = self.timeout
-        let id = readiness.withLock { state in
-            state.nextID += 1
-            return state.nextID
-        }
-        let timer = Task {
-            try await Task.sleep(for: .seconds(timeout))
-            self.readinessSettled(id, false)
-        }
-        defer { timer.cancel() }
-        let made = await withCheckedContinuation { waiter in
-            let now: Bool = readiness.withLock { state in
-                // Subscribed again since the check above: no need to wait.
-                if state.generation != generation { return true }
-                state.waiters[id] = waiter
-                return false
-            }
-            if now { waiter.resume(returning: true) }
-        }
+        // Subscribed again since the check above, or within the time-out.
+        let made = await subscribedConnections.wait(timeout: .seconds(timeout)) { $0 != generation }
         guard made, await client.state == .connected else { throw Failure.notConnected }
     }
 
     /// The subscriptions of a new connection are made: requests go ahead.
     private func subscriptionsMade() {
-        let waiters = readiness.withLock { state in
-            state.generation += 1
-            defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
-        }
-        for waiter in waiters { waiter.resume(returning: true) }
-    }
-
-    private func readinessSettled(_ id: UInt64, _ made: Bool) {
-        readiness.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: made)
+        subscribedConnections.withLock { $0 += 1 }
     }
 
     /// Publishes at QoS 1 and returns once the broker has it.
@@ -192,38 +160,23 @@ final class ControlClient: Sendable {
         }
     }
 
+    /// What arrived for lookup `id` once its marker came back; throws when the connection was
+    /// lost first, or nothing came within the time-out.
     private func waitForMarker(_ id: UInt64) async throws -> [MosquittoMessage] {
         let timeout = self.timeout
-        let timer = Task {
-            try await Task.sleep(for: .seconds(timeout))
-            self.settle(id, .failure(.noAnswer(seconds: timeout)))
+        let outcome = await lookups.wait(timeout: .seconds(timeout)) { (lookups: inout Lookups) -> Result<[MosquittoMessage], Failure>? in
+            guard let pending = lookups.pending[id] else { return .failure(.noAnswer(seconds: timeout)) }
+            return pending.outcome.map { outcome in outcome.map { pending.messages } }
         }
-        defer { timer.cancel() }
-        return try await withCheckedThrowingContinuation { waiter in
-            let outcome: Result<[MosquittoMessage], Failure>? = lookups.withLock { lookups in
-                guard let pending = lookups.pending[id] else { return .failure(.noAnswer(seconds: timeout)) }
-                switch pending.outcome {
-                case .success?: return .success(pending.messages)
-                case .failure(let failure)?: return .failure(failure)
-                case nil:
-                    lookups.pending[id]?.waiter = waiter
-                    return nil
-                }
-            }
-            if let outcome { waiter.resume(with: outcome) }
-        }
+        return try (outcome ?? .failure(.noAnswer(seconds: timeout))).get()
     }
 
-    /// The marker of lookup `id` came back, or its time ran out: whichever is first counts.
+    /// The marker of lookup `id` came back, or the connection was lost: the first counts.
     private func settle(_ id: UInt64, _ outcome: Result<Void, Failure>) {
-        let resume: (CheckedContinuation<[MosquittoMessage], any Error>, Result<[MosquittoMessage], Failure>)? = lookups.withLock { lookups in
-            guard let pending = lookups.pending[id], pending.outcome == nil else { return nil }
+        lookups.withLock { lookups in
+            guard lookups.pending[id]?.outcome == nil else { return }
             lookups.pending[id]?.outcome = outcome
-            guard let waiter = pending.waiter else { return nil }
-            lookups.pending[id]?.waiter = nil
-            return (waiter, outcome.map { pending.messages })
         }
-        if let (waiter, result) = resume { waiter.resume(with: result) }
     }
 
     /// Forgets lookup `id`; with `unsubscribing`, unsubscribes its filter unless another

@@ -1,3 +1,4 @@
+import AsyncToolkit
 import CProcessShims
 import Foundation
 import Synchronization
@@ -24,11 +25,8 @@ public final class ChildProcess: Sendable {
     public let pid: pid_t
     /// stdout and stderr, line by line; finishes when the child closes them.
     public let lines: AsyncStream<String>
-    private let exit = ExitState()
-
-    private final class ExitState: Sendable {
-        let value = Mutex<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
-    }
+    /// The wait status, once the child has been reaped.
+    private let exit = AsyncCondition<Int32?>(nil)
 
     /// Starts `executable` with `arguments`, in `workingDirectory` if given. With
     /// `parentDeathSignal`, the child gets that signal when this process ends, however it
@@ -108,7 +106,7 @@ public final class ChildProcess: Sendable {
 
     /// Reads the child's output from `readFD` into `sink` on a thread of its own, then
     /// reaps the child.
-    private static func watch(_ childPID: pid_t, output readFD: Int32, exit: ExitState, sink: AsyncStream<String>.Continuation) {
+    private static func watch(_ childPID: pid_t, output readFD: Int32, exit: AsyncCondition<Int32?>, sink: AsyncStream<String>.Continuation) {
         Thread.detachNewThread {
             var pending = [UInt8]()
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -129,26 +127,23 @@ public final class ChildProcess: Sendable {
             // takes: a signal can never reach a pid that was reaped and reused.
             var info = siginfo_t()
             while waitid(P_PID, id_t(childPID), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
-            let (status, waiters) = exit.value.withLock { state in
+            exit.withLock { state in
                 var status: Int32 = 0
                 while waitpid(childPID, &status, 0) < 0 && errno == EINTR {}
-                state.status = status
-                defer { state.waiters = [] }
-                return (status, state.waiters)
+                state = status
             }
-            for waiter in waiters { waiter.resume(returning: status) }
         }
     }
 
     /// Sends a signal (SIGTERM by default); does nothing once the child has been reaped.
     public func signal(_ signal: Int32 = SIGTERM) {
-        exit.value.withLock { state in
-            if state.status == nil { kill(pid, signal) }
+        exit.read { status in
+            if status == nil { kill(pid, signal) }
         }
     }
 
     /// Whether the child has been reaped.
-    public var hasExited: Bool { exit.value.withLock { $0.status != nil } }
+    public var hasExited: Bool { exit.read { $0 != nil } }
 
     /// Reads the child's output for as long as it runs, handing every line to `onLine`, and
     /// returns once a line contains `marker` (true), or the output ended or `timeout` passed
@@ -184,12 +179,7 @@ public final class ChildProcess: Sendable {
     /// Waits for the child to exit; returns its wait status.
     @discardableResult
     public func waitForExit() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            let status = exit.value.withLock { state -> Int32? in
-                if state.status == nil { state.waiters.append(continuation) }
-                return state.status
-            }
-            if let status { continuation.resume(returning: status) }
-        }
+        // Not cancellable: the child is reaped whatever the caller does meanwhile.
+        await Task { [exit] in await exit.wait { $0 } ?? 0 }.value
     }
 }

@@ -1,3 +1,4 @@
+import AsyncToolkit
 import DequeModule
 import Foundation
 import IMWire
@@ -21,7 +22,7 @@ import Synchronization
 ///   comes back through a ``ConnectionMailbox``; ``MailboxWakeups`` drains the mailboxes
 ///   that one turn of the MQTT loop filled with one task per event loop;
 /// - requests that wait for the broker's answer (SUBSCRIBE, presence, location, read
-///   receipts) run in order on a ``RequestLane``, a task that exists only while they do,
+///   receipts) run in order on a request lane (a ``SerialJobQueue``), a task that exists only while they do,
 ///   and their answers come back as mail;
 /// - the login (token, MQTT connect, subscriptions) runs on a task of its own, once, and
 ///   so do reads of the archive and token refreshes; each comes back to the event loop as
@@ -63,7 +64,7 @@ final class DeviceConnection: ChannelDuplexHandler {
         /// The requests that wait for the broker's answer, from LOGIN_OK.
         var requests: DeviceRequests?
         /// Where those requests run, one after the other.
-        let lane = RequestLane()
+        let lane = SerialJobQueue()
     }
 
     init(gateway: GatewayContext, peer: String, now: NIODeadline, admission: ConnectionAdmissions.Ticket? = nil) {

@@ -8,7 +8,7 @@ import Synchronization
 
 /// A logged-in device's requests that wait for the broker's answer before their ACK:
 /// read receipts, presence and location operations, generic publish/subscribe. They run
-/// one after the other on the connection's ``RequestLane``, and their answers come back as
+/// one after the other on the connection's request lane (a ``SerialJobQueue``), and their answers come back as
 /// mail; chat and delivery ACKs take
 /// the connection's faster path and never wait behind them.
 struct DeviceRequests: Sendable {

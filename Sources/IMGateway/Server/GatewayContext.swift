@@ -1,3 +1,4 @@
+import AsyncToolkit
 import Foundation
 import IMArchive
 import Logging
@@ -29,7 +30,7 @@ final class GatewayContext: Sendable {
     let groups: GroupDirectory
     /// At most this many MQTT connects in progress: a login storm must not overflow the
     /// broker's listen backlog (mosquitto: 100).
-    let connectGate: ConcurrencyGate
+    let connectGate: AsyncSemaphore
     let gatewayID: String
     let logger: Logger
     /// The message archive (`archive`), unless `store: none`.
@@ -60,7 +61,7 @@ final class GatewayContext: Sendable {
         self.dedup = DedupStore()
         self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))
         self.groups = GroupDirectory(topics: configuration.topics, capacity: configuration.groups.cache)
-        self.connectGate = ConcurrencyGate(limit: 64)
+        self.connectGate = AsyncSemaphore(limit: 64)
         self.logger = logger
         let statistics = GatewayStatistics()
         self.statistics = statistics

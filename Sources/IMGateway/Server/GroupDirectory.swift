@@ -1,3 +1,4 @@
+import AsyncToolkit
 import Logging
 import Synchronization
 
@@ -6,18 +7,20 @@ import Synchronization
 /// time (its retained `{prefix}/g/{group}/members/+`), then followed, so later lookups cost a
 /// dictionary access.
 final class GroupDirectory: Sendable {
-    private struct State {
+    private struct State: Sendable {
         var memberships: GroupMemberships
-        var waiters: [String: [CheckedContinuation<[String: UInt64], any Error>]] = [:]
+        /// Why the last lookup of a group failed, for those that waited for it.
+        var failures: [String: ControlClient.Failure] = [:]
     }
 
-    private let state: Mutex<State>
+    /// Lookups of a group being followed wait here for its members.
+    private let state: AsyncCondition<State>
     private let follower = Mutex<ControlClient?>(nil)
     private let topics: GatewayTopics
 
     init(topics: GatewayTopics, capacity: Int) {
         self.topics = topics
-        state = Mutex(State(memberships: GroupMemberships(capacity: capacity)))
+        state = AsyncCondition(State(memberships: GroupMemberships(capacity: capacity)))
     }
 
     /// Sets the client that follows groups on the broker (the gateway's control client).
@@ -33,19 +36,18 @@ final class GroupDirectory: Sendable {
         case .known(let members):
             return members
         case .wait:
-            return try await withCheckedThrowingContinuation { waiter in
-                // Settled meanwhile (known, or forgotten after a failure), or still pending.
-                let settled: Result<[String: UInt64], any Error>? = state.withLock { state in
+            // Until it is known, or forgotten after a failure (not cancellable: the lookup
+            // under way settles it).
+            let settled = await Task { [state] in
+                await state.wait { (state: inout State) -> Result<[String: UInt64], ControlClient.Failure>? in
                     switch state.memberships.members(of: group) {
-                    case .some(.some(let members)): return .success(members)
-                    case .none: return .failure(ControlClient.Failure.notConnected)
-                    case .some(.none):
-                        state.waiters[group, default: []].append(waiter)
-                        return nil
+                    case .some(.some(let members)): .success(members)
+                    case .none: .failure(state.failures[group] ?? .notConnected)
+                    case .some(.none): nil
                     }
                 }
-                if let settled { waiter.resume(with: settled) }
-            }
+            }.value
+            return try (settled ?? .failure(.notConnected)).get()
         case .follow:
             guard let control = follower.withLock({ $0 }) else {
                 finish(group, .failure(ControlClient.Failure.notConnected))
@@ -85,11 +87,15 @@ final class GroupDirectory: Sendable {
         state.withLock { $0.memberships.reset() }
     }
 
+    /// The lookup of `group` ended: those waiting for it see the members, or the failure.
     private func finish(_ group: String, _ result: Result<[String: UInt64], any Error>) {
-        let waiting = state.withLock { state in
-            if case .failure = result { state.memberships.failed(group) }
-            return state.waiters.removeValue(forKey: group) ?? []
+        state.withLock { state in
+            guard case .failure(let error) = result else {
+                state.failures[group] = nil
+                return
+            }
+            state.failures[group] = error as? ControlClient.Failure ?? .notConnected
+            state.memberships.failed(group)
         }
-        for waiter in waiting { waiter.resume(with: result) }
     }
 }

@@ -1,44 +1,50 @@
+import AsyncToolkit
 import Mosquitto
-import Synchronization
 
 /// Publishes started on a session's MQTT loop in their order, at most `window` waiting for
 /// the broker at once (libmosquitto keeps the rest in a list it searches at every
 /// acknowledgement); each acknowledgement starts the next on the loop itself, so a group's
-/// copies cost no task and no thread hop each. Resumes its waiter once: when the broker has
+/// copies cost no task and no thread hop each. Its caller returns once: when the broker has
 /// every publish, or at the first failure (what is in flight then still completes).
 final class WindowedPublish: Sendable {
-    private struct State {
+    private struct State: Sendable {
         var next = 0
         var unsettled: Int
-        /// Nil once resumed.
-        var waiter: CheckedContinuation<Void, any Error>?
+        /// The first failure: nothing more starts.
+        var failure: MosquittoError?
     }
 
     private let publishes: [OutgoingPublish]
     private let window: Int
-    private let state: Mutex<State>
+    private let state: AsyncCondition<State>
 
-    private init(_ publishes: [OutgoingPublish], window: Int, waiter: CheckedContinuation<Void, any Error>) {
+    private init(_ publishes: [OutgoingPublish], window: Int) {
         self.publishes = publishes
         self.window = max(1, window)
-        state = Mutex(State(unsettled: publishes.count, waiter: waiter))
+        state = AsyncCondition(State(unsettled: publishes.count))
     }
 
     /// Publishes `publishes` on `client`; returns once the broker has every one, or throws
     /// the first failure.
     static func run(_ publishes: [OutgoingPublish], window: Int, on client: MosquittoClient) async throws {
         guard !publishes.isEmpty else { return }
-        try await withCheckedThrowingContinuation { (waiter: CheckedContinuation<Void, any Error>) in
-            let run = WindowedPublish(publishes, window: window, waiter: waiter)
-            client.perform { client in run.fill(on: client) }
-        }
+        let run = WindowedPublish(publishes, window: window)
+        client.perform { client in run.fill(on: client) }
+        // Not cancellable: the publishes started complete whatever the caller does.
+        let outcome = await Task { [state = run.state] in
+            await state.wait { (state: inout State) -> Result<Void, MosquittoError>? in
+                if let failure = state.failure { return .failure(failure) }
+                return state.unsettled == 0 ? .success(()) : nil
+            }
+        }.value
+        try outcome?.get()
     }
 
     /// Starts publishes while the window has room (on the loop).
     private func fill(on client: isolated MosquittoClient) {
         while let index = state.withLock({ state -> Int? in
             let inFlight = state.next - (publishes.count - state.unsettled)
-            guard state.waiter != nil, state.next < publishes.count, inFlight < window else { return nil }
+            guard state.failure == nil, state.next < publishes.count, inFlight < window else { return nil }
             state.next += 1
             return state.next - 1
         }) {
@@ -50,24 +56,14 @@ final class WindowedPublish: Sendable {
         }
     }
 
-    /// One publish is done (called on the loop): resume the waiter, or start the next.
+    /// One publish is done (called on the loop): the caller returns, or the next starts.
     private func settled(_ outcome: Result<Void, MosquittoError>, client: MosquittoClient) {
-        let finished = state.withLock { state -> (CheckedContinuation<Void, any Error>, Result<Void, any Error>)? in
+        let more = state.withLock { state -> Bool in
             state.unsettled -= 1
-            guard let waiter = state.waiter else { return nil }
-            if case .failure(let error) = outcome {
-                state.waiter = nil
-                return (waiter, .failure(error))
-            }
-            guard state.unsettled == 0 else { return nil }
-            state.waiter = nil
-            return (waiter, .success(()))
+            if case .failure(let error) = outcome, state.failure == nil { state.failure = error }
+            return state.failure == nil && state.unsettled > 0
         }
-        if let (waiter, result) = finished {
-            waiter.resume(with: result)
-        } else {
-            // Completions run on the client's loop thread, inside the client.
-            client.assumeIsolated { fill(on: $0) }
-        }
+        // Completions run on the client's loop thread, inside the client.
+        if more { client.assumeIsolated { fill(on: $0) } }
     }
 }

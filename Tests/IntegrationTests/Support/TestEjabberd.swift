@@ -1,3 +1,4 @@
+import AsyncToolkit
 import Foundation
 @testable import IMGateway
 import Synchronization
@@ -57,7 +58,7 @@ final class TestEjabberd: Sendable {
     }
 
     /// One node starts at a time, in this test process.
-    private static let starting = ConcurrencyGate(limit: 1)
+    private static let starting = AsyncSemaphore(limit: 1)
 
     /// In the environment of every Erlang process and epmd the tests start: what
     /// ``sweepOrphans`` looks for.

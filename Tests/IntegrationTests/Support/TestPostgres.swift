@@ -1,3 +1,4 @@
+import AsyncToolkit
 import Foundation
 @testable import IMGateway
 import Synchronization
@@ -44,7 +45,7 @@ final class TestPostgres: Sendable {
     /// The running server, if any.
     private let server = Mutex<ChildProcess?>(nil)
     /// Starts and stops one at a time.
-    private let lifecycle = ConcurrencyGate(limit: 1)
+    private let lifecycle = AsyncSemaphore(limit: 1)
 
     /// The database user.
     static let user = "imgw"

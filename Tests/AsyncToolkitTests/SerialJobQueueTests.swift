@@ -1,10 +1,10 @@
 import Synchronization
 import Testing
 
-@testable import IMGateway
+@testable import AsyncToolkit
 
-@Suite("RequestLane", .timeLimit(.minutes(1)))
-struct RequestLaneTests {
+@Suite("SerialJobQueue", .timeLimit(.minutes(1)))
+struct SerialJobQueueTests {
     /// What jobs did, in order, with a bounded wait for a number of entries.
     final class Log: Sendable {
         private struct Waiter {
@@ -90,7 +90,7 @@ struct RequestLaneTests {
 
     /// Waits (bounded) until the caller holds the only reference to `lane`: the lane's task,
     /// which holds it while it runs, has ended.
-    static func taskEnded(_ lane: inout RequestLane, within seconds: Double = 10) async -> Bool {
+    static func taskEnded(_ lane: inout SerialJobQueue, within seconds: Double = 10) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while !isKnownUniquelyReferenced(&lane) {
             if ContinuousClock.now >= deadline { return false }
@@ -101,7 +101,7 @@ struct RequestLaneTests {
 
     @Test("jobs run one at a time, never two at once, in the order submitted")
     func serialInOrder() async {
-        let lane = RequestLane()
+        let lane = SerialJobQueue()
         let log = Log()
         let running = Atomic<Int>(0)
         let highest = Atomic<Int>(0)
@@ -127,10 +127,10 @@ struct RequestLaneTests {
 
     @Test("a job submitted from inside a job runs after the jobs already queued, not inside the current one")
     func submitFromInsideJob() async {
-        var lane = RequestLane()
+        var lane = SerialJobQueue()
         let log = Log()
         let gate = Gate()
-        let inner: RequestLane.Job = { log.record("inner") }
+        let inner: SerialJobQueue.Job = { log.record("inner") }
         lane.submit { [lane] in
             log.record("A started")
             await gate.wait()  // B and C get queued meanwhile
@@ -150,7 +150,7 @@ struct RequestLaneTests {
 
     @Test("after the queue drains the lane's task ends, and a new submit starts it again")
     func restartsAfterDraining() async {
-        var lane = RequestLane()
+        var lane = SerialJobQueue()
         let log = Log()
         #expect(isKnownUniquelyReferenced(&lane), "a new lane holds no task")
         for round in 1...4 {
@@ -167,7 +167,7 @@ struct RequestLaneTests {
 
     @Test("close drops queued jobs that have not started and refuses new ones; the running job finishes")
     func closeDropsQueuedJobs() async {
-        var lane = RequestLane()
+        var lane = SerialJobQueue()
         let log = Log()
         let gate = Gate()
         lane.submit {

@@ -1,22 +1,23 @@
 import Synchronization
 
-/// Runs a connection's slower requests (those that wait for the broker's answer:
-/// SUBSCRIBE, presence and location operations, read receipts) one after the other, in
-/// the order submitted, on a task that exists only while there is work: an idle
-/// connection holds no task (and no task memory).
-final class RequestLane: Sendable {
-    typealias Job = @Sendable () async -> Void
+/// Runs jobs one after the other, in the order submitted, on a task that exists only while
+/// there is work: an idle queue holds no task (and no task memory).
+public final class SerialJobQueue: Sendable {
+    public typealias Job = @Sendable () async -> Void
 
     private struct State {
         var jobs: [Job] = []
+        var head = 0
         var running = false
         var closed = false
     }
 
     private let state = Mutex(State())
 
-    /// Queues `job`; starts the lane's task if it is not running.
-    func submit(_ job: @escaping Job) {
+    public init() {}
+
+    /// Queues `job`; starts the queue's task if it is not running. Ignored once closed.
+    public func submit(_ job: @escaping Job) {
         let start = state.withLock { state -> Bool in
             guard !state.closed else { return false }
             state.jobs.append(job)
@@ -28,10 +29,11 @@ final class RequestLane: Sendable {
     }
 
     /// Drops queued jobs and refuses new ones (a job running goes on).
-    func close() {
+    public func close() {
         state.withLock { state in
             state.closed = true
             state.jobs = []
+            state.head = 0
         }
     }
 
@@ -41,11 +43,14 @@ final class RequestLane: Sendable {
 
     private func next() -> Job? {
         state.withLock { state in
-            guard !state.jobs.isEmpty else {
+            guard state.head < state.jobs.count else {
                 state.running = false
+                state.jobs.removeAll(keepingCapacity: true)
+                state.head = 0
                 return nil
             }
-            return state.jobs.removeFirst()
+            defer { state.head += 1 }
+            return state.jobs[state.head]
         }
     }
 }

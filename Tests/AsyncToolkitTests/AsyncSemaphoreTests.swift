@@ -1,10 +1,10 @@
 import Synchronization
 import Testing
 
-@testable import IMGateway
+@testable import AsyncToolkit
 
-@Suite("ConcurrencyGate")
-struct ConcurrencyGateTests {
+@Suite("AsyncSemaphore")
+struct AsyncSemaphoreTests {
     @Test("at most `limit` operations run at once, and every one runs")
     func limit() async throws {
         final class Counters: Sendable {
@@ -12,7 +12,7 @@ struct ConcurrencyGateTests {
             let highest = Atomic<Int>(0)
             let done = Atomic<Int>(0)
         }
-        let gate = ConcurrencyGate(limit: 3)
+        let gate = AsyncSemaphore(limit: 3)
         let counters = Counters()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<50 {
@@ -36,7 +36,7 @@ struct ConcurrencyGateTests {
     @Test("an operation that throws frees its slot")
     func throwingFreesSlot() async throws {
         struct Failure: Error {}
-        let gate = ConcurrencyGate(limit: 1)
+        let gate = AsyncSemaphore(limit: 1)
         await #expect(throws: Failure.self) { try await gate.run { throw Failure() } }
         #expect(try await gate.run { 7 } == 7, "the slot was given back")
     }
