@@ -74,10 +74,10 @@ struct Serve: AsyncParsableCommand {
             endpoint = embedded.endpoint
         }
         let server = try await GatewayServer.bind(configuration: configuration, broker: endpoint, logger: logger)
-        services.append(server)
+        // The embedded broker first: it stops last, after the gateway's services.
         let group = ServiceGroup(
             configuration: .init(
-                services: services.map { .init(service: $0) },
+                services: services.map { .init(service: $0) } + server.services,
                 gracefulShutdownSignals: [.sigterm, .sigint, .sighup],
                 logger: logger))
         try await group.run()

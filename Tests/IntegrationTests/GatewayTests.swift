@@ -690,7 +690,7 @@ final class TestGateway: Sendable {
             configuration: configuration,
             broker: BrokerEndpoint(host: "127.0.0.1", port: broker.port, username: broker.credentials?.username, password: broker.credentials?.password),
             logger: logger)
-        let task = Task { try await server.run() }
+        let task = runGateway(server, logger: logger)
         let gateway = TestGateway(broker: broker, server: server, minter: TokenMinter(secret: secret), task: task)
         TestResources.track { await gateway.stop() }
         return gateway

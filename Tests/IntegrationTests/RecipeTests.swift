@@ -75,7 +75,7 @@ struct RecipeTests {
         let server = try await GatewayServer.bind(
             configuration: configuration,
             broker: BrokerEndpoint(host: "127.0.0.1", port: gatewaysPort, username: "imgw", password: gatewayPassword), logger: logger)
-        let task = Task { try await server.run() }
+        let task = runGateway(server, logger: logger)
         TestResources.track {
             server.shutdown()
             _ = try? await task.value

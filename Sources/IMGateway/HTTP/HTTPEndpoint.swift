@@ -6,7 +6,7 @@ import ServiceLifecycle
 
 /// One of imgw's HTTP listeners (the metrics, the server API), served by Hummingbird. It binds
 /// when it runs; ``localAddress()`` waits for that, and throws what kept it from binding.
-public final class HTTPEndpoint: Sendable {
+public final class HTTPEndpoint: Service, CustomStringConvertible, Sendable {
     /// What it serves, in log lines.
     let name: String
     /// The application in a service group of its own, so that ``stop()`` can end it
@@ -39,8 +39,10 @@ public final class HTTPEndpoint: Sendable {
         try await bound.futureResult.get()
     }
 
+    public var description: String { name }
+
     /// Serves until ``stop()``, the enclosing service group's graceful shutdown, or cancellation.
-    func run() async throws {
+    public func run() async throws {
         defer { ended.succeed() }
         do {
             try await services.run()

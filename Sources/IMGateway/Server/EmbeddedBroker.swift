@@ -152,7 +152,7 @@ public final class EmbeddedBroker: Service, Sendable {
 
     /// Supervises the broker until graceful shutdown, then stops it.
     public func run() async throws {
-        var backoff = 1.0
+        var backoff = RetryBackoff()
         try await withGracefulShutdownHandler {
             while !stopping.load(ordering: .relaxed) {
                 let process = current.withLock { $0 }
@@ -163,10 +163,10 @@ public final class EmbeddedBroker: Service, Sendable {
                 if stopping.load(ordering: .relaxed) || Task.isCancelled { break }
                 // A broker that ran for a while before dying restarts quickly again; one
                 // that keeps dying waits longer each time (up to 30 s).
-                if ContinuousClock.now - since > .seconds(60) { backoff = 1 }
-                logger.error("embedded broker exited; restarting", metadata: ["in": "\(backoff) s"])
-                try await Task.sleep(for: .seconds(backoff))
-                backoff = min(backoff * 2, 30)
+                if ContinuousClock.now - since > .seconds(60) { backoff.succeeded() }
+                let delay = backoff.failed()
+                logger.error("embedded broker exited; restarting", metadata: ["in": "\(delay)"])
+                try await Task.sleep(for: delay)
                 do { try await start() } catch { logger.error("restart failed", metadata: ["error": "\(error)"]) }
             }
         } onGracefulShutdown: {

@@ -176,39 +176,59 @@ public final class GatewayServer: Service, Sendable {
         self.control = control
     }
 
+    /// The gateway as services for a `ServiceGroup`, in their order: its helpers (the message
+    /// archive's writer, the control client, the offline-push webhook, the HTTP endpoints,
+    /// the stats topic, the location share directory), then the listener itself. Graceful
+    /// shutdown goes the other way: the listener first, until the last connection has
+    /// finished (its MQTT session ended), then each helper (the archive commits what the last
+    /// connections left, then closes). A helper that ends early (the stats topic turned off)
+    /// leaves the others running; the listener's end ends the group.
+    public var services: [ServiceGroupConfiguration.ServiceConfiguration] {
+        let context = self.context
+        let control = self.control
+        var helpers: [any Service] = []
+        if let archive = context.archive { helpers.append(Helper("message archive") { await archive.run() }) }
+        helpers.append(Helper("control client") { await control.run() })
+        if let push = context.push { helpers.append(Helper("offline push") { await push.run() }) }
+        helpers += [metrics, api].compactMap { $0 }
+        helpers.append(Helper("stats") { await StatsPublisher(context: context).run() })
+        helpers.append(Helper("location shares") { await LocationShareDirectory.follow(context.shares, context: context) })
+        return helpers.map { .init(service: $0, successTerminationBehavior: .ignore) }
+            + [.init(service: self, successTerminationBehavior: .gracefullyShutdownGroup)]
+    }
+
+    /// One of the gateway's long-lived helpers, which runs until cancelled: cancelled at the
+    /// group's graceful shutdown (after the listener, which comes later in ``services``).
+    private struct Helper: Service, CustomStringConvertible {
+        let description: String
+        let body: @Sendable () async -> Void
+
+        init(_ description: String, _ body: @escaping @Sendable () async -> Void) {
+            self.description = description
+            self.body = body
+        }
+
+        func run() async {
+            await cancelWhenGracefulShutdown { await body() }
+        }
+    }
+
     /// Accepts and serves connections until the listener is closed or graceful shutdown
-    /// (``shutdown()``), then waits for the last connection to finish. Its helpers (the stats
-    /// topic, the location share directory, the HTTP endpoints, the message archive's writer)
-    /// run as child tasks and have ended when it returns (the offline-push webhook, too; the
-    /// archive commits what the last connections left, then closes). Throws when an HTTP
-    /// endpoint cannot listen, before "listening".
+    /// (``shutdown()``), then waits for the last connection to finish. Run it with its helpers,
+    /// in a `ServiceGroup` of ``services``. Throws when an HTTP endpoint cannot listen, before
+    /// "listening".
     public func run() async throws {
         let context = self.context
-        let endpoints = [metrics, api].compactMap { $0 }
-        let control = self.control
-        let push = context.push
         try await withGracefulShutdownHandler {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                if let archive = context.archive { group.addTask { await archive.run() } }
-                group.addTask { await control.run() }
-                if let push { group.addTask { await push.run() } }
-                for endpoint in endpoints {
-                    group.addTask { try await endpoint.run() }
-                }
-                for endpoint in endpoints {
-                    let address = try await endpoint.localAddress()
-                    context.logger.info("\(endpoint.name) on HTTP", metadata: ["address": "\(address)"])
-                }
-                context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
-                group.addTask { await StatsPublisher(context: context).run() }
-                group.addTask { await LocationShareDirectory.follow(context.shares, context: context) }
-                // Connections are served by their channel handlers; this waits for the
-                // listener to close, then for the last connection to finish.
-                try? await serverChannel.closeFuture.get()
-                await context.statistics.connections.waitUntilIdle()
-                for endpoint in endpoints { await endpoint.stop() }
-                group.cancelAll()
+            for endpoint in [metrics, api].compactMap({ $0 }) {
+                let address = try await endpoint.localAddress()
+                context.logger.info("\(endpoint.name) on HTTP", metadata: ["address": "\(address)"])
             }
+            context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
+            // Connections are served by their channel handlers; this waits for the listener
+            // to close, then for the last connection to finish.
+            try? await serverChannel.closeFuture.get()
+            await context.statistics.connections.waitUntilIdle()
         } onGracefulShutdown: {
             self.shutdown()
         }

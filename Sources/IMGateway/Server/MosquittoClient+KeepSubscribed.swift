@@ -3,7 +3,7 @@ import Mosquitto
 
 extension MosquittoClient {
     /// Connects and subscribes to `subscriptions`, then checks every `interval` and does it
-    /// again whenever the connection was lost (after 1 s, doubling up to 30 s while it fails,
+    /// again whenever the connection was lost (``RetryBackoff``: after 1 s, doubling up to 30 s while it fails,
     /// each failure logged as `problem`), until cancelled; then disconnects and closes. A
     /// filter the broker refuses is logged as an error; `subscribed` runs after each
     /// subscription with its results, one per filter.
@@ -12,7 +12,7 @@ extension MosquittoClient {
         connected: @Sendable (ConnectResult) async -> Void = { _ in },
         subscribed: @Sendable ([SubscriptionResult]) async -> Void = { _ in }
     ) async {
-        var backoff = 1.0
+        var backoff = RetryBackoff()
         while !Task.isCancelled {
             do {
                 if state != .connected {
@@ -22,16 +22,16 @@ extension MosquittoClient {
                         guard case .rejected(let reason) = result else { continue }
                         logger.error("the broker refused a subscription", metadata: ["filter": "\(subscription.filter)", "reason": "\(reason)"])
                     }
-                    backoff = 1
+                    backoff.succeeded()
                     await subscribed(results)
                 }
                 try await Task.sleep(for: interval)
             } catch is CancellationError {
                 break
             } catch {
-                logger.warning("\(problem)", metadata: ["error": "\(error)", "retry-in": "\(backoff) s"])
-                try? await Task.sleep(for: .seconds(backoff))
-                backoff = min(backoff * 2, 30)
+                let delay = backoff.failed()
+                logger.warning("\(problem)", metadata: ["error": "\(error)", "retry-in": "\(delay)"])
+                try? await Task.sleep(for: delay)
             }
         }
         try? await disconnect()

@@ -74,14 +74,14 @@ struct StatsPublisher: Sendable {
             }
         }
         defer { consumer.cancel() }
-        var backoff = 1.0
+        var backoff = RetryBackoff()
         while !Task.isCancelled {
             do {
                 if await client.state != .connected {
                     try await client.connect()
                     _ = try await client.subscribe(filter, qos: .atMostOnce)
                 }
-                backoff = 1
+                backoff.succeeded()
                 try await client.publish(
                     topic: topic, payload: PayloadCodec.encode(await payload()), qos: .atMostOnce, retain: true,
                     properties: MQTTProperties(contentType: "application/json"))
@@ -89,9 +89,9 @@ struct StatsPublisher: Sendable {
             } catch is CancellationError {
                 break
             } catch {
-                context.logger.warning("stats not published", metadata: ["error": "\(error)", "retry-in": "\(backoff) s"])
-                try? await Task.sleep(for: .seconds(backoff))
-                backoff = min(backoff * 2, 30)
+                let delay = backoff.failed()
+                context.logger.warning("stats not published", metadata: ["error": "\(error)", "retry-in": "\(delay)"])
+                try? await Task.sleep(for: delay)
             }
         }
         // A gateway that stops cleanly takes its snapshot away: it no longer uses the broker

@@ -1,4 +1,7 @@
 import IMClient
+import IMGateway
+import Logging
+import ServiceLifecycle
 import Mosquitto
 
 /// A client for `broker` with a unique id (unless given) and test-friendly settings.
@@ -51,4 +54,12 @@ extension MosquittoClient.Event {
         if case .connected(let result) = self { return result.sessionPresent == sessionPresent }
         return false
     }
+}
+
+/// Runs an in-process gateway the way imgw does: its ``GatewayServer/services`` in a service
+/// group (no signals). ``GatewayServer/shutdown()`` ends it: the listener's end shuts the
+/// group down.
+func runGateway(_ server: GatewayServer, logger: Logger) -> Task<Void, any Error> {
+    let group = ServiceGroup(configuration: .init(services: server.services, gracefulShutdownSignals: [], logger: logger))
+    return Task { try await group.run() }
 }
