@@ -1,3 +1,4 @@
+import AsyncToolkit
 import CMosquitto
 
 #if canImport(Glibc)
@@ -96,13 +97,21 @@ public actor MosquittoClient {
     private var earlySubacks: [Int32: [ReasonCode]] = [:]
     /// UNSUBACKs that came before `unsubscribe` registered its waiter.
     private var earlyUnsubacks: Set<Int32> = []
-    private var disconnectWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Counts the connections that ended: ``disconnect(reason:properties:)`` waits for the next.
+    private let connectionsEnded = AsyncCondition<UInt64>(0)
     private var pendingPublishes: [Int32: PendingPublish] = [:]
     private var pendingSubscribes: [Int32: CheckedContinuation<[ReasonCode], any Error>] = [:]
     private var pendingUnsubscribes: [Int32: CheckedContinuation<Void, any Error>] = [:]
-    private var inflight = 0
-    private var slotWaiters: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)] = []
-    private var nextWaiterID: UInt64 = 0
+    /// Publishes handed to libmosquitto and not settled; callers of ``startPublish(topic:payload:qos:retain:properties:)``
+    /// wait here for a slot.
+    private let slots = AsyncCondition(Slots())
+
+    private struct Slots: Sendable {
+        var inflight = 0
+        /// Counts the times the client failed every publish (closed): a slot's waiters end then.
+        var failures: UInt64 = 0
+        var failure: MosquittoError?
+    }
     private var unacknowledged: Set<UInt64> = []
     private var nextDeliveryID: UInt64 = 0
 
@@ -221,13 +230,10 @@ public actor MosquittoClient {
         }
         try rc.check()
         loop.markDirty(io)
-        await withCheckedContinuation { continuation in
-            if state == .disconnecting {
-                disconnectWaiters.append(continuation)
-            } else {
-                continuation.resume()
-            }
-        }
+        // Until the connection has ended (whatever the caller does meanwhile).
+        let ended = connectionsEnded.read { $0 }
+        guard state == .disconnecting else { return }
+        await Task { [connectionsEnded] in _ = await connectionsEnded.wait { $0 != ended } }.value
     }
 
     /// Drops the connection at once without sending anything still queued: no
@@ -298,14 +304,11 @@ public actor MosquittoClient {
         properties: MQTTProperties = MQTTProperties()
     ) async throws -> PublishTicket {
         guard state == .connected else { throw MosquittoError.notConnected }
-        if inflight >= configuration.maxInflightPublishes {
-            try await waitForSlot()
-            guard state == .connected else {
-                releaseSlot()
-                throw MosquittoError.notConnected
-            }
+        try await takeSlot()
+        guard state == .connected else {
+            releaseSlot()
+            throw MosquittoError.notConnected
         }
-        inflight += 1
         do {
             let mid = try handOver(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
             nextTicket += 1
@@ -331,7 +334,7 @@ public actor MosquittoClient {
     ) throws {
         guard state == .connected else { throw MosquittoError.notConnected }
         let mid = try handOver(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
-        inflight += 1
+        slots.withLock { $0.inflight += 1 }
         nextTicket += 1
         pendingPublishes[mid] = PendingPublish(qos: qos, ticket: nextTicket, continuation: nil, callback: completion)
     }
@@ -428,42 +431,25 @@ public actor MosquittoClient {
         }
     }
 
-    private func waitForSlot() async throws {
-        nextWaiterID += 1
-        let id = nextWaiterID
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                if Task.isCancelled {
-                    continuation.resume(throwing: CancellationError())
-                } else if inflight < configuration.maxInflightPublishes || state != .connected {
-                    // A slot came free meanwhile (or there is nothing left to wait for:
-                    // the caller checks the state): take it as releaseSlot() would hand it.
-                    inflight += 1
-                    continuation.resume()
-                } else {
-                    slotWaiters.append((id, continuation))
-                }
-            }
-        } onCancel: {
-            Task { await self.cancelSlotWaiter(id) }
+    /// Takes an in-flight slot, waiting for one while `configuration.maxInflightPublishes`
+    /// are taken (first come, first served); throws when the client fails every publish
+    /// meanwhile, or the task is cancelled.
+    private func takeSlot() async throws {
+        let limit = configuration.maxInflightPublishes
+        let failures = slots.read { $0.failures }
+        let outcome = await slots.wait { (slots: inout Slots) -> Result<Void, MosquittoError>? in
+            if slots.failures != failures { return .failure(slots.failure ?? .closed) }
+            guard slots.inflight < limit else { return nil }
+            slots.inflight += 1
+            return .success(())
         }
-        // The slot was handed over by releaseSlot(): inflight already counts it.
-        inflight -= 1
+        guard let outcome else { throw CancellationError() }
+        try outcome.get()
     }
 
-    private func cancelSlotWaiter(_ id: UInt64) {
-        if let index = slotWaiters.firstIndex(where: { $0.id == id }) {
-            slotWaiters.remove(at: index).continuation.resume(throwing: CancellationError())
-        }
-    }
-
+    /// Gives an in-flight slot back (to the first waiter, if any).
     private func releaseSlot() {
-        if slotWaiters.isEmpty {
-            inflight -= 1
-        } else {
-            // Hand the slot to the next waiter (it decrements again when it takes it).
-            slotWaiters.removeFirst().continuation.resume()
-        }
+        slots.withLock { $0.inflight -= 1 }
     }
 
     // MARK: Subscribe
@@ -603,7 +589,7 @@ public actor MosquittoClient {
     public var unacknowledgedCount: Int { unacknowledged.count }
 
     /// Publishes waiting for the broker.
-    public var inflightPublishes: Int { inflight }
+    public var inflightPublishes: Int { slots.read { $0.inflight } }
 
     /// Bytes waiting in libmosquitto's internal socketpair (drained by the loop; stays
     /// near 0), or nil without a handle or without a pair: with libmosquitto 2.0 the loop
@@ -803,20 +789,21 @@ public actor MosquittoClient {
         pendingSubscribes.removeAll()
         for continuation in pendingUnsubscribes.values { continuation.resume(throwing: error) }
         pendingUnsubscribes.removeAll()
-        for (mid, pending) in pendingPublishes where includingPublishes || pending.qos == .atMostOnce {
-            // QoS 0 packets still queued are dropped by libmosquitto on reconnect; QoS 1/2
-            // are resent then, so those keep waiting unless the client closes.
-            pendingPublishes[mid] = nil
-            inflight -= 1
-            settlePublish(pending, .failure(error))
+        // QoS 0 packets still queued are dropped by libmosquitto on reconnect; QoS 1/2 are
+        // resent then, so those keep waiting unless the client closes.
+        let dropped = pendingPublishes.filter { includingPublishes || $0.value.qos == .atMostOnce }
+        for mid in dropped.keys { pendingPublishes[mid] = nil }
+        slots.withLock { slots in
+            slots.inflight -= dropped.count
+            if includingPublishes {
+                // Those waiting for a slot give up.
+                slots.failures += 1
+                slots.failure = error
+            }
         }
-        if includingPublishes {
-            for waiter in slotWaiters { waiter.continuation.resume(throwing: error) }
-            slotWaiters.removeAll()
-        }
-        let waiters = disconnectWaiters
-        disconnectWaiters.removeAll()
-        for waiter in waiters { waiter.resume() }
+        for pending in dropped.values { settlePublish(pending, .failure(error)) }
+        // A disconnect() waiting for the end returns.
+        connectionsEnded.withLock { $0 += 1 }
     }
 
     /// The connection ended (on_disconnect, a failed TLS handshake, abort, timeout).

@@ -77,3 +77,18 @@ struct AsyncConditionTests {
         #expect(await early.value == false)
     }
 }
+
+@Suite("Watchdog", .timeLimit(.minutes(1)))
+struct WatchdogTests {
+    @Test("its action runs at the deadline; a cancelled one never runs")
+    func firesUnlessCancelled() async {
+        let fired = AsyncCondition(0)
+        let watchdog = Watchdog(until: .now + .milliseconds(10)) { fired.withLock { $0 += 1 } }
+        await watchdog.settled()
+        #expect(fired.read { $0 } == 1)
+        let disarmed = Watchdog(until: .now + .seconds(30)) { fired.withLock { $0 += 1 } }
+        disarmed.cancel()
+        await disarmed.settled()
+        #expect(fired.read { $0 } == 1, "cancelled before its deadline: nothing ran")
+    }
+}

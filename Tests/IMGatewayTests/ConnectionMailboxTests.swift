@@ -32,7 +32,7 @@ struct ConnectionMailboxTests {
         case .published(let ticket, .success): "published \(ticket.messageID)#\(ticket.sequence)"
         case .published(let ticket, .failure(let error)): "refused \(ticket.messageID)#\(ticket.sequence): \(error)"
         case .lost(let reason, _): "lost: \(reason)"
-        case .presenceWatchChanged(let users): "presence watch changed: \(users)"
+        case .presenceWatchChanged(let users, let watching): "presence watch changed: \(users) \(watching)"
         case .stored(let storing, let outcome): "stored \(storing.ticket.messageID): \(outcome)"
         case .ownStored(let offset): "own copy at \(offset)"
         case .replied(let ack, let sessionID): "replied to #\(ack.sequence) in session \(sessionID)"

@@ -45,9 +45,15 @@ struct Downlink: Sendable {
         self.presenceTold.isNews(user: user, presence)
     }
 
-    /// The device starts or stops watching `users`: what it was told of them is forgotten.
-    mutating func watchChanged(_ users: [String]) {
+    /// Whether the device watches its own user's presence. The session follows it anyway (for
+    /// carbons), so a watch only lets the notices through.
+    private(set) var ownPresenceWatched = false
+
+    /// The device starts (`watching`) or stops watching `users`: what it was told of them is
+    /// forgotten; `own` (its user) among them turns the notices of its other devices on or off.
+    mutating func watchChanged(_ users: [String], watching: Bool, own: String?) {
         self.presenceTold.forget(users: users)
+        if let own, users.contains(own) { self.ownPresenceWatched = watching }
     }
 
     /// A message the server API sent, from `sender` with `messageID`: false when this

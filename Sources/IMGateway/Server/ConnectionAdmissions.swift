@@ -28,8 +28,8 @@ final class ConnectionAdmissions: Sendable {
     final class Ticket: Sendable {
         private let admissions: ConnectionAdmissions
         private let address: String
-        private let loggedInOnce = Atomic<Bool>(false)
-        private let closedOnce = Atomic<Bool>(false)
+        /// Reported so far: each once.
+        private let reported = Mutex<(loggedIn: Bool, closed: Bool)>((false, false))
 
         fileprivate init(admissions: ConnectionAdmissions, address: String) {
             self.admissions = admissions
@@ -38,15 +38,20 @@ final class ConnectionAdmissions: Sendable {
 
         /// The connection reached LOGIN_OK (counted once).
         func loggedIn() {
-            guard !closedOnce.load(ordering: .acquiring), !loggedInOnce.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            admissions.state.withLock { $0.loggedIn() }
+            let first = reported.withLock { reported in
+                defer { reported.loggedIn = true }
+                return !reported.closed && !reported.loggedIn
+            }
+            if first { admissions.state.withLock { $0.loggedIn() } }
         }
 
         /// The connection closed (counted once).
         func closed() {
-            guard !closedOnce.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            let wasLoggedIn = loggedInOnce.load(ordering: .acquiring)
-            admissions.state.withLock { $0.closed(address: address, loggedIn: wasLoggedIn) }
+            let (first, wasLoggedIn) = reported.withLock { reported in
+                defer { reported.closed = true }
+                return (!reported.closed, reported.loggedIn)
+            }
+            if first { admissions.state.withLock { $0.closed(address: address, loggedIn: wasLoggedIn) } }
         }
 
         /// A ticket nobody closed (its connection's handlers never installed) gives its place

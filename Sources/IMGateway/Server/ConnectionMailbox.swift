@@ -25,10 +25,11 @@ final class ConnectionMailbox: Sendable {
         /// login that tries CONNECT again makes a new session for it; the refused one's
         /// loss is not the connection's.
         case lost(LossReason, session: ObjectIdentifier)
-        /// The device starts or stops watching these users' presence (posted before the
-        /// SUBSCRIBE or UNSUBSCRIBE): what it was told of them is forgotten, so that a new
-        /// watch's snapshot is told again.
-        case presenceWatchChanged([String])
+        /// The device starts (`watching`) or stops watching these users' presence (posted
+        /// before the SUBSCRIBE or UNSUBSCRIBE): what it was told of them is forgotten, so that
+        /// a new watch's snapshot is told again; its own user among them lets the notices of
+        /// its other devices through, or stops them.
+        case presenceWatchChanged([String], watching: Bool)
         /// The answer to a request that ran on the request lane (``DeviceRequests``), with
         /// the session id of its frame.
         case replied(Ack, sessionID: UInt16)

@@ -1,3 +1,4 @@
+import AsyncToolkit
 import Foundation
 import IMArchive
 import IMWire
@@ -84,8 +85,7 @@ extension DeviceConnection {
             // its QoS 1 publish waiting for a PUBACK that never comes, and a login that never
             // ends holds its connection open, and the next login of the device, which waits
             // for it, and so on. Ending the session fails whatever waits on it.
-            let watchdog = Task { [deadline = retry.deadline, logger] in
-                try await Task.sleep(until: deadline, clock: .continuous)
+            let watchdog = Watchdog(until: retry.deadline) { [logger] in
                 logger.notice("the MQTT session did not open within the login's time: ended")
                 await session.end(.loginTimeout)
             }

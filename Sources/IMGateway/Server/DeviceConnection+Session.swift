@@ -257,8 +257,8 @@ extension DeviceConnection {
                 stored(storing, outcome, timestamp: timestamp)
             case .ownStored(let offset):
                 machine.archive?.sync?.skipped(offset)
-            case .presenceWatchChanged(let users):
-                machine.downlink.watchChanged(users)
+            case .presenceWatchChanged(let users, let watching):
+                machine.downlink.watchChanged(users, watching: watching, own: session?.user)
             case .replied(let ack, let sessionID):
                 write(ack.frame(timestamp: timestamp, sessionID: sessionID))
             case .sessionFailed(let why):
@@ -460,7 +460,7 @@ extension DeviceConnection {
             if device != session.device {
                 machine.downlink.ownDevice(device, present: payload != nil)
             }
-            guard link?.requests?.quota.ownPresenceWatched.load(ordering: .relaxed) == true else { return }
+            guard machine.downlink.ownPresenceWatched else { return }
         }
         guard let payload, payload.device == device, let notice = try? payload.notice(user: user),
               machine.downlink.isNews(user: user, payload)

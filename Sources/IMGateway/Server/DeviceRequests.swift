@@ -47,9 +47,6 @@ struct DeviceRequests: Sendable {
     /// The device's ``SubscriptionQuota``, shared by its jobs.
     final class Quota: Sendable {
         let state: Mutex<SubscriptionQuota>
-        /// Whether the device watches its own user's presence. The session follows it anyway
-        /// (for carbons), so a watch only lets the notices through.
-        let ownPresenceWatched = Atomic<Bool>(false)
 
         init(_ limits: GatewayConfiguration.LimitSettings) {
             state = Mutex(SubscriptionQuota(maxSubscriptions: limits.maxSubscriptions, maxWatches: limits.maxWatches))
@@ -104,8 +101,7 @@ struct DeviceRequests: Sendable {
             guard quota.state.withLock({ $0.admit(watches: users, .presence) }) else {
                 return limitReached(header, "at most \(context.configuration.limits.maxWatches) watched users per device")
             }
-            if users.contains(me) { quota.ownPresenceWatched.store(true, ordering: .relaxed) }
-            mailbox.post(.presenceWatchChanged(users))
+            mailbox.post(.presenceWatchChanged(users, watching: true))
             let results: [MosquittoClient.SubscriptionResult]
             do {
                 results = try await session.subscribe(users.map { .init(context.topics.presenceFilter(user: $0), qos: .atLeastOnce) })
@@ -121,8 +117,7 @@ struct DeviceRequests: Sendable {
             reply(rejected.isEmpty ? Ack(sequence: header.sequence) : Ack.refusing(sequence: header.sequence, code: .forbidden), to: header)
         case .unwatch(let users):
             // The user's own presence stays subscribed (carbons); its notices stop.
-            if users.contains(me) { quota.ownPresenceWatched.store(false, ordering: .relaxed) }
-            mailbox.post(.presenceWatchChanged(users))
+            mailbox.post(.presenceWatchChanged(users, watching: false))
             try await session.unsubscribe(users.filter { IMIdentifier.isValid($0) && $0 != me }.map { context.topics.presenceFilter(user: $0) })
             quota.state.withLock { $0.release(watches: users, .presence) }
             reply(Ack(sequence: header.sequence), to: header)
