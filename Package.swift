@@ -1,6 +1,12 @@
 // swift-tools-version:6.1
 import PackageDescription
 
+// Where it runs: Linux with glibc. imgw, the Mosquitto wrapper and the tests need it
+// (CMosquitto's shims use epoll, eventfd, sock_diag and prctl; CProcessShims closefrom and
+// close_range). The batched I/O hooks of CMosquittoIO are built for ELF on x86_64 and aarch64
+// only, and libmosquitto's private layouts are used only with 2.0.x headers
+// (`MosquittoLibrary.internals`); elsewhere both are left out and the public API is used.
+// IMWire and IMClient use nothing Linux-specific; `platforms` gives their macOS minimum.
 let package = Package(
     name: "IMGateway",
     platforms: [.macOS(.v15)],
@@ -52,7 +58,8 @@ let package = Package(
         // glibc's process and descriptor calls that need _GNU_SOURCE (closefrom in a
         // spawned child, pipe2).
         .target(name: "CProcessShims"),
-        // Batched reads for libmosquitto's sockets (a hook in libmosquitto's own GOT).
+        // Batched reads and writes for libmosquitto's sockets (hooks in libmosquitto's own GOT;
+        // Linux ELF on x86_64 and aarch64, elsewhere `cmosq_io_install` says no).
         .target(name: "CMosquittoIO"),
         // HMAC-SHA256 over OpenSSL's SHA-256 without allocations (MessageAuthenticator).
         .target(name: "CMessageTag", linkerSettings: [.linkedLibrary("crypto")]),
