@@ -138,6 +138,16 @@ struct DeviceConnectionTests {
         return MosquittoMessage(topic: "im/u/\(recipient)/inbox", payload: PayloadCodec.encode(payload), qos: .atLeastOnce, deliveryID: deliveryID)
     }
 
+    @Test("the handler keeps I/O plumbing only: at most 8 stored properties (the data path is the machine's)")
+    func handlerIsPlumbing() async throws {
+        let harness = try await Harness.start()
+        let connection = DeviceConnection(gateway: harness.context, peer: "count", now: harness.loop.now)
+        let stored = Mirror(reflecting: connection).children.compactMap(\.label)
+        #expect(stored.count <= 8, "\(stored)")
+        #expect(stored.contains("machine"))
+        try await harness.channel.close()
+    }
+
     @Test("login: LOGIN_OK refers to the LOGIN and carries its session id; the session announces, then subscribes (a delivery after the SUBACK holds its writes), then probes")
     func login() async throws {
         let harness = try await Harness.start()
