@@ -1,3 +1,4 @@
+import AsyncToolkit
 import Foundation
 import IMGateway
 import IMWire
@@ -100,12 +101,11 @@ actor RestartingDevice {
     let peer: String
     let port: Int
     let token: String
-    private var progress = Progress()
+    private let progress = AsyncCondition(Progress())
     /// Copies of each FROM/MESSAGE_ID, and whether each later one said RESEND.
     private var seen: [String: Int] = [:]
     private var repeats: [String] = []
     private var total = 0
-    private var waiters: [(check: @Sendable (Progress) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
 
     init(user: String, device: String, peer: String, port: Int, token: String) {
         self.name = "\(user)/\(device)"
@@ -116,8 +116,8 @@ actor RestartingDevice {
         self.token = token
     }
 
-    var delivered: Int { progress.delivered }
-    var lastLogin: ContinuousClock.Instant? { progress.lastLogin }
+    var delivered: Int { progress.read(\.delivered) }
+    var lastLogin: ContinuousClock.Instant? { progress.read(\.lastLogin) }
     var report: Report { Report(deliveries: total, repeatsWithoutResend: repeats) }
 
     private var stopped = false
@@ -174,28 +174,13 @@ actor RestartingDevice {
     }
 
     private func update(_ change: (inout Progress) -> Void) {
-        change(&progress)
-        let snapshot = progress
-        let ready = waiters.filter { $0.check(snapshot) }
-        waiters.removeAll { $0.check(snapshot) }
-        for waiter in ready { waiter.continuation.resume() }
+        progress.withLock(change)
     }
 
     /// Returns once `check` holds; throws after `seconds`.
     func waitUntil(_ what: String, within seconds: Double, _ check: @escaping @Sendable (Progress) -> Bool) async throws {
-        if check(progress) { return }
-        let timeout = Task {
-            try await Task.sleep(for: .seconds(seconds))
-            self.expire()
+        guard await progress.wait(timeout: .seconds(seconds), until: check) else {
+            throw TestError("\(name) not \(what) within \(seconds) s: \(progress.read { $0 })")
         }
-        defer { timeout.cancel() }
-        await withCheckedContinuation { waiters.append((check, $0)) }
-        guard check(progress) else { throw TestError("\(name) not \(what) within \(seconds) s: \(progress)") }
-    }
-
-    private func expire() {
-        let all = waiters
-        waiters = []
-        for waiter in all { waiter.continuation.resume() }
     }
 }
