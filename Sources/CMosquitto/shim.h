@@ -30,7 +30,7 @@
 /// shims below were checked against (lib/mosquitto_internal.h, 2.0.0 to 2.0.20). Without
 /// them, the shims that read those layouts answer false and touch nothing; with them, the
 /// linked library is checked at run time too (`MosquittoLibrary.internals`).
-#if defined(LIBMOSQUITTO_VERSION_NUMBER) && LIBMOSQUITTO_VERSION_NUMBER >= 2000000 && LIBMOSQUITTO_VERSION_NUMBER < 2010000
+#if defined(LIBMOSQUITTO_VERSION_NUMBER) && LIBMOSQUITTO_VERSION_NUMBER >= 2000000 && LIBMOSQUITTO_VERSION_NUMBER < 2001000
 #define CMOSQ_PRIVATE_LAYOUTS 1
 #else
 #define CMOSQ_PRIVATE_LAYOUTS 0
