@@ -2,7 +2,6 @@ import AsyncToolkit
 import Foundation
 import Logging
 import Mosquitto
-import Synchronization
 
 /// The gateway's control client, one per gateway, kept connected by ``run()``. It follows
 /// what the app's backend asked any gateway for: disconnects (`{prefix}/$ctl/disconnect`),

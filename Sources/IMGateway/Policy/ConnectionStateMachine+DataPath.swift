@@ -49,7 +49,7 @@ extension ConnectionStateMachine {
     /// acknowledged and its "delivered" receipt gathered with the next uplink; returns its
     /// offset in the user's stream, for the archive's side.
     mutating func acknowledged(_ sequence: UInt32, now: NIODeadline) -> UInt64? {
-        guard let settled = self.deliveries.remove(sequence) else { return nil }
+        guard let settled = self.deliveryAcknowledged(sequence) else { return nil }
         if let deliveryID = settled.deliveryID { self.uplink.acknowledge(deliveryID) }
         if let origin = settled.origin { self.uplink.delivered(origin, now: now) }
         return settled.offset
@@ -59,7 +59,7 @@ extension ConnectionStateMachine {
     /// (``DeviceRateLimits/admitChat(messageID:now:)``).
     mutating func admitChat(messageID: String, now: NIODeadline) -> DeviceRateLimits.ChatVerdict {
         let verdict = self.rates.admitChat(messageID: messageID, now: now)
-        if case .refuse(_, let until) = verdict, self.isLoggedIn { self.reading.pause(until: until) }
+        if case .refuse(_, let until) = verdict { self.rateLimited(until: until) }
         return verdict
     }
 
@@ -77,7 +77,7 @@ extension ConnectionStateMachine {
 
     /// Whether a held read happens now that the chat messages waiting changed.
     mutating func chatsChanged() -> Bool {
-        self.reading.update(waitingChats: self.waitingChats)
+        self.backpressureChanged(waitingChats: self.waitingChats)
     }
 
     /// The next frame for the device while its socket takes more, with its sequence number;
@@ -86,7 +86,7 @@ extension ConnectionStateMachine {
         guard self.isLoggedIn, let entry = self.downlink.queue.dequeue() else { return nil }
         let sequence = self.nextSequence()
         if entry.isAwaited {
-            self.deliveries.insert(sequence, deliveryID: entry.deliveryID, origin: entry.origin, offset: entry.offset, now: now)
+            self.deliveryWritten(sequence, deliveryID: entry.deliveryID, origin: entry.origin, offset: entry.offset, now: now)
         }
         return (entry, sequence)
     }

@@ -1,7 +1,6 @@
 import AsyncToolkit
 import CProcessShims
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc

@@ -1,11 +1,9 @@
 import AsyncToolkit
-import DequeModule
 import Foundation
 import IMWire
 import Logging
 import Mosquitto
 import NIOCore
-import Synchronization
 
 /// One TLV connection, as a channel handler on the connection's event loop: login, then
 /// chat, receipts and deliveries through the device's MQTT session, until logout, drop,

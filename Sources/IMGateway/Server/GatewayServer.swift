@@ -65,13 +65,21 @@ public final class GatewayServer: Service, Sendable {
         if !allowed && !MosquittoLibrary.disableInternals() {
             logger.warning("broker.libmosquitto_internals is false, but MQTT clients were made before: libmosquitto's internals stay as they are")
         }
-        let inUse = MosquittoLibrary.internals.sorted().map(\.rawValue)
-        let off = MosquittoLibrary.Internal.allCases.filter { !MosquittoLibrary.internals.contains($0) }.sorted().map(\.rawValue)
+        let internals = MosquittoLibrary.internals
+        let off = MosquittoLibrary.Internal.allCases.filter { !internals.contains($0) }
+        func names(_ parts: some Collection<MosquittoLibrary.Internal>) -> String {
+            parts.isEmpty ? "none" : parts.sorted().map(\.rawValue).joined(separator: ",")
+        }
+        let why = if off.isEmpty {
+            "-"
+        } else if MosquittoLibrary.internalsDisabled {
+            "turned off (broker.libmosquitto_internals or \(MosquittoLibrary.environmentVariable))"
+        } else {
+            "not checked for this libmosquitto or platform"
+        }
         let version = MosquittoLibrary.version
         logger.notice("libmosquitto internals", metadata: [
-            "in-use": "\(inUse.isEmpty ? "none" : inUse.joined(separator: ","))",
-            "off": "\(off.isEmpty ? "none" : off.joined(separator: ","))",
-            "why-off": "\(MosquittoLibrary.internalsDisabled ? "turned off (broker.libmosquitto_internals or \(MosquittoLibrary.environmentVariable))" : inUse.count == MosquittoLibrary.Internal.allCases.count ? "-" : "not checked for this libmosquitto or platform")",
+            "in-use": "\(names(internals))", "off": "\(names(off))", "why-off": "\(why)",
             "libmosquitto": "\(version.major).\(version.minor).\(version.revision)",
         ])
     }
