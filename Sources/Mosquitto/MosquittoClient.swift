@@ -90,18 +90,29 @@ public actor MosquittoClient {
     // executor other than the one this job runs with), and libmosquitto's callbacks may
     // run in between.
 
-    private var connectWaiter: CheckedContinuation<ConnectResult, any Error>?
-    /// CONNACK's outcome when it came before `connect()` registered its waiter.
-    private var earlyConnectOutcome: Result<ConnectResult, MosquittoError>?
-    /// SUBACK reason codes that came before `subscribe` registered its waiter, by message id.
-    private var earlySubacks: [Int32: [ReasonCode]] = [:]
-    /// UNSUBACKs that came before `unsubscribe` registered its waiter.
-    private var earlyUnsubacks: Set<Int32> = []
+    /// Whom a publish's outcome goes to.
+    enum PublishWaiter {
+        /// A task in ``completion(of:)``.
+        case task(CheckedContinuation<Void, any Error>)
+        /// ``startPublish(topic:payload:qos:retain:properties:completion:)``'s callback.
+        case callback(@Sendable (Result<Void, MosquittoError>) -> Void)
+
+        func resume(_ outcome: Result<Void, MosquittoError>) {
+            switch self {
+            case .task(let continuation): continuation.resume(with: outcome.mapError { $0 as any Error })
+            case .callback(let callback): callback(outcome)
+            }
+        }
+    }
+
+    /// What the client waits for from the broker (plain bookkeeping: the client resumes
+    /// the waiters it returns).
+    private var pending = PendingOperations<
+        CheckedContinuation<ConnectResult, any Error>, CheckedContinuation<[ReasonCode], any Error>,
+        CheckedContinuation<Void, any Error>, PublishWaiter
+    >()
     /// Counts the connections that ended: ``disconnect(reason:properties:)`` waits for the next.
     private let connectionsEnded = AsyncCondition<UInt64>(0)
-    private var pendingPublishes: [Int32: PendingPublish] = [:]
-    private var pendingSubscribes: [Int32: CheckedContinuation<[ReasonCode], any Error>] = [:]
-    private var pendingUnsubscribes: [Int32: CheckedContinuation<Void, any Error>] = [:]
     /// Publishes handed to libmosquitto and not settled; callers of ``startPublish(topic:payload:qos:retain:properties:)``
     /// wait here for a slot.
     private let slots = AsyncCondition(Slots())
@@ -112,22 +123,6 @@ public actor MosquittoClient {
         var failures: UInt64 = 0
         var failure: MosquittoError?
     }
-    private var unacknowledged: Set<UInt64> = []
-    private var nextDeliveryID: UInt64 = 0
-
-    private struct PendingPublish {
-        var qos: QoS
-        var ticket: UInt64
-        /// Whoever awaits the outcome; `nil` until ``completion(of:)`` is called.
-        var continuation: CheckedContinuation<Void, any Error>?
-        /// Called with the outcome instead (``startPublish(topic:payload:qos:retain:properties:completion:)``).
-        var callback: (@Sendable (Result<Void, MosquittoError>) -> Void)? = nil
-    }
-    /// Outcomes of publishes nobody awaited yet, by ticket.
-    private var completedPublishes: [UInt64: Result<Void, MosquittoError>] = [:]
-    /// The message id of each publish still in flight, by ticket.
-    private var ticketMIDs: [UInt64: Int32] = [:]
-    private var nextTicket: UInt64 = 0
 
     /// A publish handed to libmosquitto by ``startPublish(topic:payload:qos:retain:properties:)``,
     /// to be awaited with ``completion(of:)``.
@@ -165,11 +160,11 @@ public actor MosquittoClient {
         io.ownedByConnector = true
         io.tlsHandshaking = configuration.tls != nil
         io.usesTLS = configuration.tls != nil
-        let handle = Handle(io.mosq)
+        let handle = LibmosquittoHandle(io.mosq)
         let configuration = configuration
         let rc: Int32 = await withCheckedContinuation { continuation in
             loop.connector.async {
-                continuation.resume(returning: Self.startConnect(handle, configuration))
+                continuation.resume(returning: handle.startConnect(configuration))
             }
         }
         io.ownedByConnector = false
@@ -186,15 +181,16 @@ public actor MosquittoClient {
         }
         io.connectDeadline = monotonicNanoseconds() + UInt64(max(configuration.connectTimeout, 0.1) * 1e9)
         loop.markDirty(io)
-        earlyConnectOutcome = nil
+        pending.connectStarted()
         return try await withCheckedThrowingContinuation { continuation in
-            if let outcome = earlyConnectOutcome {
-                earlyConnectOutcome = nil
+            // CONNACK's outcome may have come already (a refusal, and the connection closed
+            // right after it).
+            if let outcome = pending.takeConnack() {
                 continuation.resume(with: outcome.mapError { $0 as any Error })
             } else if state != .connecting {
                 continuation.resume(throwing: state == .closed ? MosquittoError.closed : MosquittoError.notConnected)
             } else {
-                connectWaiter = continuation
+                pending.awaitConnack(continuation)
             }
         }
     }
@@ -215,20 +211,18 @@ public actor MosquittoClient {
         if state == .connecting && io.ownedByConnector {
             throw MosquittoError.invalidState("disconnect() while the TCP connect is in progress")
         }
-        if !unacknowledged.isEmpty {
+        if pending.heldCount > 0 {
             abort()
             return
         }
-        var list = try properties.makeList()
-        defer { if list != nil { mosquitto_property_free_all(&list) } }
+        let handle = LibmosquittoHandle(io.mosq)
+        let list = try properties.makeList()
         state = .disconnecting
         io.holdWrites = false
-        let rc = mosquitto_disconnect_v5(io.mosq, Int32(reason.rawValue), list)
-        if rc == Int32(MOSQ_ERR_NO_CONN.rawValue) {
+        guard try handle.disconnect(reason: reason, properties: list) else {
             connectionEnded(.normal)
             return
         }
-        try rc.check()
         loop.markDirty(io)
         // Until the connection has ended (whatever the caller does meanwhile).
         let ended = connectionsEnded.read { $0 }
@@ -311,10 +305,7 @@ public actor MosquittoClient {
         }
         do {
             let mid = try handOver(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
-            nextTicket += 1
-            pendingPublishes[mid] = PendingPublish(qos: qos, ticket: nextTicket, continuation: nil)
-            ticketMIDs[nextTicket] = mid
-            return PublishTicket(id: nextTicket)
+            return PublishTicket(id: pending.publishStarted(mid: mid, qos: qos, waiter: nil))
         } catch {
             releaseSlot()
             throw error
@@ -335,8 +326,7 @@ public actor MosquittoClient {
         guard state == .connected else { throw MosquittoError.notConnected }
         let mid = try handOver(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
         slots.withLock { $0.inflight += 1 }
-        nextTicket += 1
-        pendingPublishes[mid] = PendingPublish(qos: qos, ticket: nextTicket, continuation: nil, callback: completion)
+        _ = pending.publishStarted(mid: mid, qos: qos, waiter: .callback(completion))
     }
 
     /// PUBLISH handed to libmosquitto; returns its message id.
@@ -345,13 +335,8 @@ public actor MosquittoClient {
         if configuration.protocolVersion != .v5 && !properties.isEmpty {
             throw MosquittoError.invalidArgument("MQTT v5 properties on a 3.1.1 connection")
         }
-        var list = try properties.makeList()
-        defer { if list != nil { mosquitto_property_free_all(&list) } }
-        var mid: Int32 = 0
-        let rc = payload.withUnsafeBytes { bytes in
-            mosquitto_publish_v5(io.mosq, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain, list)
-        }
-        guard rc == Int32(MOSQ_ERR_SUCCESS.rawValue) else { throw Self.publishError(rc, topic: topic) }
+        let mid = try LibmosquittoHandle(io.mosq).publish(
+            topic: topic, payload: payload, qos: qos, retain: retain, properties: try properties.makeList())
         loop.markDirty(io)
         return mid
     }
@@ -361,22 +346,25 @@ public actor MosquittoClient {
     /// before the acknowledgement waits for the next ``connect()`` (which sends it again);
     /// cancelling the waiting task ends the wait with `CancellationError`.
     public func completion(of ticket: PublishTicket) async throws {
-        if let outcome = completedPublishes.removeValue(forKey: ticket.id) {
+        if let outcome = pending.takeOutcome(ticket.id) {
             try outcome.get()
             return
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                if let outcome = completedPublishes.removeValue(forKey: ticket.id) {
+                if let outcome = pending.takeOutcome(ticket.id) {
                     continuation.resume(with: outcome.mapError { $0 as any Error })
-                } else if Task.isCancelled {
-                    abandon(ticket)
+                    return
+                }
+                if Task.isCancelled {
+                    pending.abandon(ticket.id)
                     continuation.resume(throwing: CancellationError())
-                } else if let mid = ticketMIDs[ticket.id], pendingPublishes[mid] != nil {
-                    pendingPublishes[mid]?.continuation = continuation
-                } else {
-                    // Settled and collected already (a second call).
-                    continuation.resume()
+                    return
+                }
+                switch pending.awaitCompletion(ticket.id, .task(continuation)) {
+                case .settled(let outcome): continuation.resume(with: outcome.mapError { $0 as any Error })
+                case .collected: continuation.resume()
+                case .waiting: break
                 }
             }
         } onCancel: {
@@ -388,28 +376,8 @@ public actor MosquittoClient {
     /// with libmosquitto (a QoS 1 or 2 publish waiting for its acknowledgement when the
     /// connection ended is sent again on the next connect); its outcome is dropped.
     private func cancelCompletion(_ ticket: PublishTicket) {
-        guard let mid = ticketMIDs[ticket.id], let continuation = pendingPublishes[mid]?.continuation else { return }
-        abandon(ticket)
+        guard pending.isAwaited(ticket.id), case .task(let continuation)? = pending.abandon(ticket.id) else { return }
         continuation.resume(throwing: CancellationError())
-    }
-
-    /// Nobody will collect `ticket`'s outcome.
-    private func abandon(_ ticket: PublishTicket) {
-        guard let mid = ticketMIDs[ticket.id] else { return }
-        pendingPublishes[mid]?.continuation = nil
-        pendingPublishes[mid]?.callback = { _ in }
-    }
-
-    /// Settles a publish: its waiter, or its outcome kept for ``completion(of:)``.
-    private func settlePublish(_ pending: PendingPublish, _ outcome: Result<Void, MosquittoError>) {
-        ticketMIDs[pending.ticket] = nil
-        if let callback = pending.callback {
-            callback(outcome)
-        } else if let continuation = pending.continuation {
-            continuation.resume(with: outcome.mapError { $0 as any Error })
-        } else {
-            completedPublishes[pending.ticket] = outcome
-        }
     }
 
     /// Publishes UTF-8 text.
@@ -418,17 +386,6 @@ public actor MosquittoClient {
         properties: MQTTProperties = MQTTProperties()
     ) async throws {
         try await publish(topic: topic, payload: Array(string.utf8), qos: qos, retain: retain, properties: properties)
-    }
-
-    private static func publishError(_ rc: Int32, topic: String) -> MosquittoError {
-        switch rc {
-        case Int32(MOSQ_ERR_INVAL.rawValue): return .invalidArgument("topic \"\(topic)\" or QoS")
-        case Int32(MOSQ_ERR_PAYLOAD_SIZE.rawValue), Int32(MOSQ_ERR_OVERSIZE_PACKET.rawValue):
-            return .invalidArgument("payload too large for \"\(topic)\"")
-        case Int32(MOSQ_ERR_MALFORMED_UTF8.rawValue): return .invalidArgument("topic is not valid UTF-8")
-        case Int32(MOSQ_ERR_NO_CONN.rawValue): return .notConnected
-        default: return .code(rc)
-        }
     }
 
     /// Takes an in-flight slot, waiting for one while `configuration.maxInflightPublishes`
@@ -497,32 +454,21 @@ public actor MosquittoClient {
         }
         var results = [SubscriptionResult](repeating: .rejected(.unspecifiedError), count: subscriptions.count)
         // Every SUBSCRIBE goes out before the first SUBACK is awaited: one round trip, not one
-        // per group (a SUBACK that comes before its wait is kept in `earlySubacks`).
+        // per group (a SUBACK that comes before its wait is kept in `pending`).
         var issued: [(indices: [Int], mid: Int32)] = []
         for group in groups {
             let filters = group.indices.map { subscriptions[$0].filter }
-            var mid: Int32 = 0
-            let rc = withCStrings(filters) { pointers in
-                mosquitto_subscribe_multiple(
-                    io.mosq, &mid, Int32(filters.count), pointers, Int32(group.key.qos.rawValue),
-                    group.key.options.mosquittoOptions, nil)
-            }
-            if rc == Int32(MOSQ_ERR_INVAL.rawValue) {
-                throw MosquittoError.invalidArgument("subscription filter in \(filters)")
-            }
-            try rc.check()
+            let mid = try LibmosquittoHandle(io.mosq).subscribe(filters, qos: group.key.qos, options: group.key.options)
             issued.append((group.indices, mid))
         }
         loop.markDirty(io)
         for group in issued {
             let mid = group.mid
-            let codes = try await withCheckedThrowingContinuation { continuation in
-                if let codes = earlySubacks.removeValue(forKey: mid) {
-                    continuation.resume(returning: codes)
-                } else if state != .connected {
+            let codes = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[ReasonCode], any Error>) in
+                if state != .connected {
                     continuation.resume(throwing: state == .closed ? MosquittoError.closed : MosquittoError.notConnected)
-                } else {
-                    pendingSubscribes[mid] = continuation
+                } else if let codes = pending.awaitSuback(mid, continuation) {
+                    continuation.resume(returning: codes)
                 }
             }
             for (position, index) in group.indices.enumerated() {
@@ -537,22 +483,13 @@ public actor MosquittoClient {
     public func unsubscribe(_ filters: [String]) async throws {
         guard state == .connected, let io else { throw MosquittoError.notConnected }
         if filters.isEmpty { return }
-        var mid: Int32 = 0
-        let rc = withCStrings(filters) { pointers in
-            mosquitto_unsubscribe_multiple(io.mosq, &mid, Int32(filters.count), pointers, nil)
-        }
-        if rc == Int32(MOSQ_ERR_INVAL.rawValue) {
-            throw MosquittoError.invalidArgument("unsubscribe filter in \(filters)")
-        }
-        try rc.check()
+        let mid = try LibmosquittoHandle(io.mosq).unsubscribe(filters)
         loop.markDirty(io)
-        try await withCheckedThrowingContinuation { continuation in
-            if earlyUnsubacks.remove(mid) != nil {
-                continuation.resume()
-            } else if state != .connected {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            if state != .connected {
                 continuation.resume(throwing: state == .closed ? MosquittoError.closed : MosquittoError.notConnected)
-            } else {
-                pendingUnsubscribes[mid] = continuation
+            } else if pending.awaitUnsuback(mid, continuation) {
+                continuation.resume()
             }
         }
     }
@@ -573,11 +510,9 @@ public actor MosquittoClient {
 
     /// See `acknowledge(_:)`.
     public func acknowledge(deliveryID: UInt64) {
-        guard unacknowledged.remove(deliveryID) != nil, let io else { return }
-        if unacknowledged.isEmpty {
-            io.holdWrites = false
-            loop.markDirty(io)
-        }
+        guard pending.acknowledge(deliveryID), let io else { return }
+        io.holdWrites = false
+        loop.markDirty(io)
     }
 
     /// Acknowledges several deliveries (see `acknowledge(_:)`).
@@ -586,7 +521,7 @@ public actor MosquittoClient {
     }
 
     /// Delivered messages not yet acknowledged (manual mode).
-    public var unacknowledgedCount: Int { unacknowledged.count }
+    public var unacknowledgedCount: Int { pending.heldCount }
 
     /// Publishes waiting for the broker.
     public var inflightPublishes: Int { slots.read { $0.inflight } }
@@ -640,168 +575,31 @@ public actor MosquittoClient {
         if let io { return io }
         let io = try loop.register(clientID: configuration.clientID, cleanStart: configuration.cleanStart, client: self)
         do {
-            try Self.configure(io.mosq, configuration)
+            try LibmosquittoHandle(io.mosq).configure(configuration)
         } catch {
             loop.unregister(io)
             throw error
         }
-        mosquitto_connect_v5_callback_set(io.mosq, onConnect)
-        mosquitto_disconnect_v5_callback_set(io.mosq, onDisconnect)
-        mosquitto_publish_v5_callback_set(io.mosq, onPublish)
-        mosquitto_message_v5_callback_set(io.mosq, onMessage)
-        mosquitto_subscribe_v5_callback_set(io.mosq, onSubscribe)
-        mosquitto_unsubscribe_v5_callback_set(io.mosq, onUnsubscribe)
+        Self.setCallbacks(of: io.mosq)
         self.io = io
         return io
     }
 
-    /// Applies options, credentials, TLS and will to a fresh handle.
-    private static func configure(_ mosq: OpaquePointer, _ configuration: Configuration) throws {
-        // Packets are only queued by calls; the loop writes them (and can hold them).
-        try mosquitto_threaded_set(mosq, true).check()
-        try mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, configuration.protocolVersion.rawValue).check()
-        try mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1).check()
-        if configuration.protocolVersion == .v5 {
-            try mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.receiveMaximum)).check()
-        }
-        if configuration.username != nil || configuration.password != nil {
-            try mosquitto_username_pw_set(mosq, configuration.username, configuration.password).check()
-        }
-        if let tls = configuration.tls {
-            let rc = mosquitto_tls_set(mosq, tls.caFile, tls.caPath, tls.certFile, tls.keyFile, nil)
-            if rc == Int32(MOSQ_ERR_INVAL.rawValue) {
-                throw MosquittoError.invalidArgument("TLS files (CA \(tls.caFile ?? tls.caPath ?? "none"), cert \(tls.certFile ?? "none"), key \(tls.keyFile ?? "none")): missing or unreadable")
-            }
-            try rc.check()
-            try mosquitto_tls_insecure_set(mosq, tls.insecure).check()
-        }
-        if let will = configuration.will {
-            if configuration.protocolVersion != .v5 && !will.properties.isEmpty {
-                throw MosquittoError.invalidArgument("will properties need MQTT v5")
-            }
-            var list = try will.properties.makeList()
-            let rc = will.payload.withUnsafeBytes { bytes in
-                mosquitto_will_set_v5(mosq, will.topic, Int32(bytes.count), bytes.baseAddress, Int32(will.qos.rawValue), will.retain, list)
-            }
-            if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) {
-                // On success libmosquitto owns the list; on failure we free it.
-                if list != nil { mosquitto_property_free_all(&list) }
-                throw rc == Int32(MOSQ_ERR_INVAL.rawValue) ? MosquittoError.invalidArgument("will topic \"\(will.topic)\"") : MosquittoError.code(rc)
-            }
-        }
-    }
-
-    /// Runs on the connector queue: name resolution and the non-blocking TCP connect
-    /// (plus the TLS setup) happen here, never on the loop thread.
-    private static func startConnect(_ handle: Handle, _ configuration: Configuration) -> Int32 {
-        let mosq = handle.raw
-        if configuration.protocolVersion == .v5 {
-            // The CONNECT built below advertises this value (a previous connect left
-            // libmosquitto's own limit raised, see `tolerateReceiveMaximumOverrun`).
-            let rc = mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.receiveMaximum))
-            if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) { return rc }
-        }
-        let rc = connectAsync(mosq, configuration)
-        // libmosquitto 2.0 opens its socket without close-on-exec: mark it before a
-        // child process can inherit it (a spawner that closes every descriptor in the
-        // child covers the moment in between).
-        let socket = mosquitto_socket(mosq)
-        if socket >= 0 { _ = cmosq_set_cloexec(socket) }
-        if rc == Int32(MOSQ_ERR_SUCCESS.rawValue) && configuration.protocolVersion == .v5 {
-            tolerateReceiveMaximumOverrun(mosq)
-        }
-        return rc
-    }
-
-    /// Lets libmosquitto accept more unacknowledged QoS 1/2 messages than the receive
-    /// maximum the CONNECT just built advertises.
-    ///
-    /// mosquitto 2.0.11 (the broker of Debian bookworm) exceeds a client's receive
-    /// maximum whenever messages are queued for it: on each PUBACK/PUBCOMP,
-    /// `db__message_delete_outgoing` (src/database.c) counts only the in-flight messages
-    /// ahead of the acknowledged one and moves up to receive-maximum queued messages into
-    /// flight on top of those still unacknowledged (upstream #2301). libmosquitto 2.0
-    /// answers a PUBLISH beyond its receive quota with MOSQ_ERR_PROTOCOL and closes the
-    /// socket without a DISCONNECT (lib/handle_publish.c). QoS 1 never runs out (the quota
-    /// comes back as the PUBACK is queued, inside the same read); QoS 2 does, because the
-    /// quota comes back only with PUBREL: a QoS 2 subscriber with a backlog at the broker
-    /// was disconnected.
-    ///
-    /// libmosquitto uses one field for both what CONNECT advertises and what it enforces.
-    /// `mosquitto_connect_bind_async` has already queued CONNECT with the configured value
-    /// when it returns MOSQ_ERR_SUCCESS (lib/connect.c `mosquitto__reconnect` calls
-    /// `send__connect`), and the quota is reset from that field only when CONNACK is
-    /// handled (`message__reconnect_reset`, in `mosquitto_loop_read` on the loop thread,
-    /// which keeps off the handle until this returns). Raising the field now keeps the
-    /// advertised value and lifts the local limit to 65,535 (every packet id), so the
-    /// broker's normal flow control still applies and its overrun is absorbed. Only for
-    /// libmosquitto 2.0.x, where that sequence was checked; elsewhere the limit stays.
-    private static func tolerateReceiveMaximumOverrun(_ mosq: OpaquePointer) {
-        guard MosquittoLibrary.internals.contains(.receiveMaximumOverrun) else { return }
-        // 0 means UINT16_MAX (lib/options.c).
-        _ = mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, 0)
-    }
-
-    /// The connect proper (name resolution, non-blocking TCP connect, CONNECT queued).
-    private static func connectAsync(_ mosq: OpaquePointer, _ configuration: Configuration) -> Int32 {
-        if configuration.protocolVersion == .v5 && configuration.sessionExpiryInterval > 0 {
-            var list: OpaquePointer? = nil
-            let added = mosquitto_property_add_int32(&list, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), configuration.sessionExpiryInterval)
-            if added != Int32(MOSQ_ERR_SUCCESS.rawValue) { return added }
-            guard MosquittoLibrary.internals.contains(.asyncConnectProperties) else {
-                // The public way: a blocking connect that takes them (on the connector's
-                // thread; libmosquitto makes the socket non-blocking once connected).
-                let connected = mosquitto_connect_bind_v5(
-                    mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive), nil, list)
-                mosquitto_property_free_all(&list)
-                return connected
-            }
-            // libmosquitto 2.0 has no asynchronous connect that takes CONNECT properties.
-            // mosquitto_connect_bind_v5 copies them into the handle before it validates
-            // the port (lib/connect.c), and mosquitto_connect_bind_async then sends the
-            // stored ones. An invalid port (-1) makes the first call stop right there.
-            let stored = mosquitto_connect_bind_v5(mosq, configuration.host, -1, Int32(configuration.keepalive), nil, list)
-            mosquitto_property_free_all(&list)
-            if stored != Int32(MOSQ_ERR_INVAL.rawValue) { return stored == 0 ? Int32(MOSQ_ERR_UNKNOWN.rawValue) : stored }
-        }
-        return mosquitto_connect_bind_async(mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive), nil)
-    }
-
-    /// The libmosquitto handle, handed to the connector queue.
-    private struct Handle: @unchecked Sendable {
-        // @unchecked Sendable: while the connector queue uses the handle,
-        // `ClientIO.ownedByConnector` keeps the loop (and every client method, which
-        // checks `state == .connecting`) away from it, and libmosquitto guards its own
-        // shared fields with mutexes.
-        let raw: OpaquePointer
-        init(_ raw: OpaquePointer) { self.raw = raw }
-    }
-
     private func failAll(_ error: MosquittoError, includingPublishes: Bool) {
-        if let waiter = connectWaiter {
-            // (Without a waiter yet, connect() sees the state; a refusal kept for it stays.)
-            connectWaiter = nil
-            waiter.resume(throwing: error)
-        }
-        earlySubacks.removeAll()
-        earlyUnsubacks.removeAll()
-        for continuation in pendingSubscribes.values { continuation.resume(throwing: error) }
-        pendingSubscribes.removeAll()
-        for continuation in pendingUnsubscribes.values { continuation.resume(throwing: error) }
-        pendingUnsubscribes.removeAll()
-        // QoS 0 packets still queued are dropped by libmosquitto on reconnect; QoS 1/2 are
-        // resent then, so those keep waiting unless the client closes.
-        let dropped = pendingPublishes.filter { includingPublishes || $0.value.qos == .atMostOnce }
-        for mid in dropped.keys { pendingPublishes[mid] = nil }
+        // (Without a connect waiter yet, connect() sees the state; a refusal kept for it stays.)
+        let failure = pending.failAll(error, includingPublishes: includingPublishes)
+        failure.connect?.resume(throwing: error)
+        for waiter in failure.subscribes { waiter.resume(throwing: error) }
+        for waiter in failure.unsubscribes { waiter.resume(throwing: error) }
         slots.withLock { slots in
-            slots.inflight -= dropped.count
+            slots.inflight -= failure.publishes.count
             if includingPublishes {
                 // Those waiting for a slot give up.
                 slots.failures += 1
                 slots.failure = error
             }
         }
-        for pending in dropped.values { settlePublish(pending, .failure(error)) }
+        for settled in failure.publishes { settled.waiter?.resume(settled.outcome) }
         // A disconnect() waiting for the end returns.
         connectionsEnded.withLock { $0 += 1 }
     }
@@ -816,12 +614,12 @@ public actor MosquittoClient {
             io.holdWrites = false
         }
         // Held PUBACKs are discarded with the connection: the broker redelivers.
-        unacknowledged.removeAll()
+        pending.dropHeld()
         failAll(.connectionLost(reason), includingPublishes: configuration.failsPublishesOnLoss)
         report(.disconnected(reason))
     }
 
-    fileprivate func handleConnack(_ rc: Int32, flags: Int32, capabilities: BrokerCapabilities) {
+    func handleConnack(_ rc: Int32, flags: Int32, capabilities: BrokerCapabilities) {
         io?.connectDeadline = nil
         io?.tlsHandshaking = false
         guard state == .connecting else { return }
@@ -839,12 +637,7 @@ public actor MosquittoClient {
 
     /// Hands the outcome of a connect to its waiter, or keeps it for the waiter to come.
     private func settleConnect(_ outcome: Result<ConnectResult, MosquittoError>) {
-        if let waiter = connectWaiter {
-            connectWaiter = nil
-            waiter.resume(with: outcome.mapError { $0 as any Error })
-        } else {
-            earlyConnectOutcome = outcome
-        }
+        pending.connackArrived(outcome)?.resume(with: outcome.mapError { $0 as any Error })
     }
 
     /// v3.1.1 CONNACK return codes 1...5, as their v5 equivalents.
@@ -862,7 +655,7 @@ public actor MosquittoClient {
         return ReasonCode(UInt8(clamping: rc))
     }
 
-    fileprivate func handleDisconnect(_ rc: Int32) {
+    func handleDisconnect(_ rc: Int32) {
         if let io { loop.reconcileSocket(io) }
         connectionEnded(aborting ? .aborted : LossReason(disconnectCode: rc))
     }
@@ -893,21 +686,16 @@ public actor MosquittoClient {
         }
     }
 
-    fileprivate func handlePublished(_ mid: Int32, reason: Int32) {
-        guard let pending = pendingPublishes.removeValue(forKey: mid) else { return }
+    func handlePublished(_ mid: Int32, reason: Int32) {
+        guard let settled = pending.published(mid, reason: reason) else { return }
         releaseSlot()
-        if reason >= 0x80 {
-            settlePublish(pending, .failure(MosquittoError.publishRejected(ReasonCode(UInt8(clamping: reason)))))
-        } else {
-            settlePublish(pending, .success(()))
-        }
+        settled.waiter?.resume(settled.outcome)
     }
 
-    fileprivate func handleMessage(_ received: MosquittoMessage) {
+    func handleMessage(_ received: MosquittoMessage) {
         var received = received
         if received.qos != .atMostOnce {
-            nextDeliveryID += 1
-            received.deliveryID = nextDeliveryID
+            received.deliveryID = pending.nextDeliveryID()
         }
         if let messageHandler {
             if messageHandler(received) == .later { hold(received) }
@@ -920,7 +708,7 @@ public actor MosquittoClient {
     /// In `.manual` mode, holds the writes (and so the PUBACK) until `message` is acknowledged.
     private func hold(_ message: MosquittoMessage) {
         guard message.qos != .atMostOnce, configuration.acknowledgement == .manual, let io else { return }
-        unacknowledged.insert(message.deliveryID)
+        pending.hold(message.deliveryID)
         io.holdWrites = true
     }
 
@@ -932,89 +720,11 @@ public actor MosquittoClient {
         }
     }
 
-    fileprivate func handleSubscribed(_ mid: Int32, codes: [ReasonCode]) {
-        if let waiter = pendingSubscribes.removeValue(forKey: mid) {
-            waiter.resume(returning: codes)
-        } else {
-            earlySubacks[mid] = codes
-        }
+    func handleSubscribed(_ mid: Int32, codes: [ReasonCode]) {
+        pending.subackArrived(mid, codes: codes)?.resume(returning: codes)
     }
 
-    fileprivate func handleUnsubscribed(_ mid: Int32) {
-        if let waiter = pendingUnsubscribes.removeValue(forKey: mid) {
-            waiter.resume()
-        } else {
-            earlyUnsubacks.insert(mid)
-        }
+    func handleUnsubscribed(_ mid: Int32) {
+        pending.unsubackArrived(mid)?.resume()
     }
 }
-
-/// Calls `body` with a C array of C strings.
-private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
-    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
-    defer { for pointer in pointers { free(pointer) } }
-    return pointers.withUnsafeMutableBufferPointer { body($0.baseAddress!) }
-}
-
-// MARK: libmosquitto callbacks (run on the loop thread, inside loop_read/loop_write)
-
-/// The properties a received message carries, as the configuration asks.
-private func receivedProperties(_ list: OpaquePointer?, _ configuration: MosquittoClient.Configuration) -> MQTTProperties {
-    guard let list else { return MQTTProperties() }
-    if configuration.receivesProperties { return MQTTProperties(copying: list) }
-    if configuration.receivesCorrelationData { return MQTTProperties(correlationDataOf: list) }
-    return MQTTProperties()
-}
-
-@inline(__always)
-private func client(_ userdata: UnsafeMutableRawPointer?) -> MosquittoClient {
-    Unmanaged<MosquittoClient>.fromOpaque(userdata!).takeUnretainedValue()
-}
-
-private let onConnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, OpaquePointer?) -> Void = {
-    _, userdata, rc, flags, properties in
-    // Read here: the list lives only during the callback.
-    let capabilities = BrokerCapabilities(connackProperties: properties)
-    client(userdata).assumeIsolated { $0.handleConnack(rc, flags: flags, capabilities: capabilities) }
-}
-
-private let onDisconnect: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, OpaquePointer?) -> Void = {
-    _, userdata, rc, _ in
-    client(userdata).assumeIsolated { $0.handleDisconnect(rc) }
-}
-
-private let onPublish: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, OpaquePointer?) -> Void = {
-    _, userdata, mid, reason, _ in
-    client(userdata).assumeIsolated { $0.handlePublished(mid, reason: reason) }
-}
-
-private let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafePointer<mosquitto_message>?, OpaquePointer?) -> Void = {
-    _, userdata, message, properties in
-    guard let message else { return }
-    // Copy everything now: libmosquitto frees the message and properties on return.
-    let raw = message.pointee
-    let receiver = client(userdata)
-    let payload: [UInt8] = raw.payloadlen > 0 && raw.payload != nil
-        ? Array(UnsafeRawBufferPointer(start: raw.payload, count: Int(raw.payloadlen))) : []
-    let received = MosquittoMessage(
-        topic: raw.topic.map { String(cString: $0) } ?? "",
-        payload: payload,
-        qos: QoS(rawValue: UInt8(clamping: raw.qos)) ?? .atMostOnce,
-        retain: raw.retain,
-        dup: MosquittoLibrary.canReadDupFlag ? cmosq_message_dup(message) : false,
-        properties: receivedProperties(properties, receiver.configuration))
-    receiver.assumeIsolated { $0.handleMessage(received) }
-}
-
-private let onSubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, Int32, UnsafePointer<Int32>?, OpaquePointer?) -> Void = {
-    _, userdata, mid, count, granted, _ in
-    let codes = (0..<Int(max(count, 0))).map { ReasonCode(UInt8(clamping: granted?[$0] ?? 0x80)) }
-    client(userdata).assumeIsolated { $0.handleSubscribed(mid, codes: codes) }
-}
-
-private let onUnsubscribe: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int32, OpaquePointer?) -> Void = {
-    _, userdata, mid, _ in
-    client(userdata).assumeIsolated { $0.handleUnsubscribed(mid) }
-}
-
-
