@@ -255,9 +255,31 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         // Tests against real processes (mosquitto, ejabberd, PostgreSQL, imgw), started on free ports.
+        // What the integration tests start and stop: brokers, PostgreSQL, devices, webhook
+        // receivers, child processes, and the trait that stops them. Only test targets use it.
+        .target(
+            name: "IMTestSupport",
+            dependencies: [
+                "AsyncToolkit",
+                "Mosquitto",
+                "CProcessShims",
+                "IMWire",
+                "IMGateway",
+                "IMClient",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Tests/IMTestSupport"
+        ),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
+                "IMTestSupport",
                 "AsyncToolkit",
                 "Mosquitto",
                 "CProcessShims",

@@ -1,6 +1,7 @@
 import Foundation
 import IMGateway
 import Testing
+import IMTestSupport
 
 /// The server API against its own document: schemathesis (installed by `make test`) sends
 /// what docs/openapi.yaml allows and what it does not, to an imgw process on a real broker,

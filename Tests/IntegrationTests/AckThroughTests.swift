@@ -1,5 +1,6 @@
 import Mosquitto
 import Testing
+import IMTestSupport
 
 /// "Ack-through": holding a client's writes keeps the PUBACK of a received QoS 1
 /// message from leaving, so the broker still owns the message if the process dies

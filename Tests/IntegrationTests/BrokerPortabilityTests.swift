@@ -3,6 +3,7 @@ import IMGateway
 import IMWire
 import Mosquitto
 import Testing
+import IMTestSupport
 
 /// imgw reads what the broker announces in CONNACK and adapts, or refuses with a clear line:
 /// real imgw processes on mosquitto brokers configured to announce less.

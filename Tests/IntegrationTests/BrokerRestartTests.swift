@@ -3,6 +3,7 @@ import Foundation
 import IMGateway
 import IMWire
 import Testing
+import IMTestSupport
 
 /// The broker killed and restarted under chat from two gateways: every device is back at
 /// once, and no chat reaches a device twice unless marked RESEND.

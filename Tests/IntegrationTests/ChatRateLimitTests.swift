@@ -5,6 +5,7 @@ import Testing
 import Synchronization
 
 @testable import IMClient
+import IMTestSupport
 
 /// limits.chat_rate against a real gateway and broker: a device that sends faster is refused
 /// with RATE_LIMITED and RETRY_AFTER, and IMClient backs off and delivers everything in order.

@@ -3,6 +3,7 @@ import Foundation
 import IMClient
 import IMGateway
 import Testing
+import IMTestSupport
 
 /// IMClient's reliability against real imgw processes and a real mosquitto: gateway restarts
 /// under a stream of messages, and a connection that silently stops forwarding.

@@ -6,6 +6,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import IMTestSupport
 #endif
 
 /// Descriptors and the MQTT event loop: epoll watches open file descriptions, not numbers, so a

@@ -6,6 +6,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import IMTestSupport
 #endif
 
 /// An ACK means the message is stored: with imgw's defaults (the embedded broker, the SQLite

@@ -2,6 +2,7 @@ import Foundation
 import IMGateway
 import IMWire
 import Testing
+import IMTestSupport
 
 /// Two ejabberd nodes joined in one cluster (Mnesia), one imgw on each: what a cluster of
 /// gateways on a clustered MQTT 5 broker does, and where ejabberd 23.01 falls short.

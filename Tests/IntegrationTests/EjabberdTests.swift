@@ -2,6 +2,7 @@ import Foundation
 import IMGateway
 import IMWire
 import Testing
+import IMTestSupport
 
 /// imgw on ejabberd 23.01 (mod_mqtt), the second MQTT 5 broker: one node started by the test
 /// (``TestEjabberd``), a real imgw process with the node's account.

@@ -6,6 +6,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import IMTestSupport
 #endif
 
 /// The embedded broker as `make run` starts it refuses anonymous clients; the observer

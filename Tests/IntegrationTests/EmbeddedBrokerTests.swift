@@ -7,6 +7,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import IMTestSupport
 #endif
 
 /// imgw with its embedded mosquitto, as `make run` starts it: the broker imgw restarts must
@@ -14,7 +15,7 @@ import Glibc
 /// keeps the device port bound after imgw is gone and never sees imgw close a client socket.
 @Suite("imgw with its embedded broker", .stopsWhatItStarts, .timeLimit(.minutes(2)))
 struct EmbeddedBrokerTests {
-    static let keepalive = 10
+    static let keepalive = EmbeddedGateway.keepalive
 
     @Test("kill -9 of the embedded broker: the restarted one shares no socket with imgw and a drop goes offline at once; kill -9 of imgw: a new one serves on the same ports within 5 s")
     func brokerThenGatewayKilled() async throws {
@@ -104,123 +105,5 @@ struct EmbeddedBrokerTests {
             try? await Task.sleep(for: .milliseconds(20))
         }
         return false
-    }
-}
-
-/// An imgw process with its embedded broker, its output as lines.
-final class EmbeddedGateway: Sendable {
-    struct Setup: Sendable {
-        var directory: URL
-        var tlvPort: Int
-        var brokerPort: Int
-        var metricsPort: Int
-        /// `push.url`, if any (with ``IMGWProcess/pushSecret``).
-        var push: String? = nil
-
-        var dataDirectory: String { directory.appendingPathComponent("broker").path }
-
-        /// A setup in a new temporary directory (the caller removes it), on free ports.
-        static func scratch(_ prefix: String = "imgw-embedded") throws -> Setup {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            return Setup(directory: directory, tlvPort: freePort(), brokerPort: freePort(), metricsPort: freePort())
-        }
-
-        /// The pid in the broker's pid file.
-        func brokerPID() -> pid_t? {
-            (try? String(contentsOfFile: dataDirectory + "/mosquitto.pid", encoding: .utf8))
-                .flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-        }
-
-        /// Kills the broker in the pid file if it is running and is this setup's.
-        func killBroker() {
-            guard let pid = brokerPID(),
-                  let cmdline = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8),
-                  cmdline.contains(dataDirectory)
-            else { return }
-            kill(pid, SIGKILL)
-        }
-    }
-
-    let process: ChildProcess
-    let lines: Collector<String>
-    /// Every line it printed so far.
-    private let printed: Printed
-
-    final class Printed: Sendable {
-        let lines = Mutex<[String]>([])
-    }
-
-    private init(process: ChildProcess, lines: Collector<String>, printed: Printed) {
-        self.process = process
-        self.lines = lines
-        self.printed = printed
-    }
-
-    /// Every line printed so far.
-    var allPrinted: [String] { printed.lines.withLock { $0 } }
-
-    /// The first line printed so far that contains `marker`.
-    func printedLine(containing marker: String) -> String? {
-        printed.lines.withLock { $0.first { $0.contains(marker) } }
-    }
-
-    /// Starts imgw and returns once it listens (its broker is up by then).
-    static func start(_ setup: Setup) async throws -> EmbeddedGateway {
-        let config = setup.directory.appendingPathComponent("imgw.yaml")
-        try """
-            auth:
-              jwt_secret: \(IMGWProcess.secret)
-            broker:
-              keepalive: \(EmbeddedBrokerTests.keepalive)
-            embedded_broker:
-              port: \(setup.brokerPort)
-              data_dir: \(setup.dataDirectory)
-            archive:
-              path: \(setup.directory.appendingPathComponent("archive.sqlite").path)
-            metrics:
-              port: \(setup.metricsPort)
-            \(setup.push.map { "push: {url: '\($0)', secret: \(IMGWProcess.pushSecret)}" } ?? "")
-            log_level: info
-            """.write(to: config, atomically: true, encoding: .utf8)
-        let process = try spawn(
-            IMGWProcess.executable,
-            ["serve", "--config", config.path, "--listen", "127.0.0.1:\(setup.tlvPort)"])
-        let (stream, sink) = AsyncStream.makeStream(of: String.self)
-        let printed = Printed()
-        _ = await process.follow(until: nil, within: .zero) { line in
-            printed.lines.withLock { $0.append(line) }
-            sink.yield(line)
-        }
-        let gateway = EmbeddedGateway(process: process, lines: Collector(stream), printed: printed)
-        TestResources.track {
-            await gateway.stop()
-            setup.killBroker()  // one a killed imgw left behind
-        }
-        do {
-            try await gateway.waitFor("listening", "imgw listening")
-        } catch {
-            await gateway.kill9()
-            throw error
-        }
-        return gateway
-    }
-
-    /// Waits for a line of its output that contains `marker`.
-    func waitFor(_ marker: String, _ what: String, within seconds: Double = 15) async throws {
-        while try await !lines.next(within: seconds, what).contains(marker) {}
-    }
-
-    func kill9() async {
-        await process.end(SIGKILL)
-    }
-
-    /// SIGTERM (imgw stops its broker too) and wait.
-    func stop() async {
-        await process.end(SIGTERM)
-    }
-
-    deinit {
-        process.signal(SIGKILL)
     }
 }

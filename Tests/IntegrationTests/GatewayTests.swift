@@ -5,6 +5,7 @@ import Logging
 import Mosquitto
 import NIOCore
 import Testing
+import IMTestSupport
 
 /// imgw's server in-process, against a real broker, with TLV test devices. What involves the
 /// broker runs on mosquitto and on ejabberd (``BrokerKind``); a test that can run on one only
@@ -648,113 +649,5 @@ struct GatewayTests {
         }
         #expect(chat.messageID == "t-1")
         await gateway.stop()
-    }
-}
-
-/// A gateway server in this process, on a free port, against its own broker.
-///
-/// `stop()` ends it completely: sessions, connections, the server's helper tasks (nothing
-/// it started logs afterwards), then the broker. A test that throws before calling it
-/// leaves that to `deinit`, which starts the same shutdown without waiting.
-final class TestGateway: Sendable {
-    let broker: any BrokerUnderTest
-    let server: GatewayServer
-    let minter: TokenMinter
-    let task: Task<Void, any Error>
-    static let secret = "test-secret-\(UInt32.random(in: 0...UInt32.max))"
-
-    var port: Int { server.localAddress.port! }
-
-    private init(broker: any BrokerUnderTest, server: GatewayServer, minter: TokenMinter, task: Task<Void, any Error>) {
-        self.broker = broker
-        self.server = server
-        self.minter = minter
-        self.task = task
-    }
-
-    /// A gateway in this process on a broker of `kind` started for the test.
-    static func start(on kind: BrokerKind = .mosquitto, _ configure: (inout GatewayConfiguration) -> Void = { _ in }) async throws -> TestGateway {
-        let broker = try await kind.start()
-        var configuration = GatewayConfiguration.defaults
-        configuration.listen.host = "127.0.0.1"
-        configuration.listen.port = 0
-        configuration.auth.jwtSecret = secret
-        configuration.broker.keepalive = 10
-        configuration.metrics.port = 0
-        // Each gateway its own archive, in the test's directory.
-        configuration.archive.path = broker.directory.appendingPathComponent("archive-\(UInt64.random(in: 0...UInt64.max)).sqlite").path
-        configure(&configuration)
-        var logger = Logger(label: "imgw-test")
-        logger.logLevel = ProcessInfo.processInfo.environment["IMGW_TEST_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .warning
-        let server = try await GatewayServer.bind(
-            configuration: configuration,
-            broker: BrokerEndpoint(host: "127.0.0.1", port: broker.port, username: broker.credentials?.username, password: broker.credentials?.password),
-            logger: logger)
-        let task = runGateway(server, logger: logger)
-        let gateway = TestGateway(broker: broker, server: server, minter: TokenMinter(secret: secret), task: task)
-        TestResources.track { await gateway.stop() }
-        return gateway
-    }
-
-    /// A device connected and logged in as `user`.
-    func device(_ user: String, device: String) async throws -> TestDevice {
-        let connection = try await TestDevice.connect(port: port)
-        try await connection.login(token: try await minter.mint(user: user), device: device)
-        return connection
-    }
-
-    /// The value of the metric `name` (without labels) on its /metrics.
-    func metric(_ name: String) async throws -> Double {
-        try await scrapeMetric(name, port: try #require(await server.metrics?.localAddress().port))
-    }
-
-    /// Shuts the server down (as on SIGTERM), waits until it has ended, stops the broker.
-    func stop() async {
-        server.shutdown()
-        _ = try? await task.value
-        await broker.stop()
-    }
-
-    deinit {
-        server.shutdown()
-    }
-}
-
-/// `mosquitto_sub -v` on a topic: the operator's view, line by line. Started through
-/// ChildProcess (a clean signal mask: a child of Foundation's Process inherits the test
-/// process's blocked SIGTERM and outlives the run).
-final class MQTTWatcher: Sendable {
-    let lines: Collector<String>
-    let process: ChildProcess
-
-    init(lines: Collector<String>, process: ChildProcess) {
-        self.lines = lines
-        self.process = process
-    }
-
-    deinit {
-        process.signal(SIGKILL)
-    }
-
-    /// Ends mosquitto_sub. Call it (`defer`): the watcher's readers keep it alive until the
-    /// test process exits.
-    func stop() {
-        process.signal(SIGKILL)
-    }
-
-    static func start(_ broker: some BrokerUnderTest, topic: String) async throws -> MQTTWatcher {
-        let login = broker.credentials.map { ["-u", $0.username, "-P", $0.password] } ?? []
-        let process = try spawn(
-            "/usr/bin/mosquitto_sub",
-            ["-h", "127.0.0.1", "-p", "\(broker.port)", "-v", "-V", "5", "-t", topic] + login)
-        let lines = Collector(process.lines)
-        // mosquitto_sub has subscribed once it prints a retained marker under the filter.
-        let markerTopic = topic.replacingOccurrences(of: "#", with: "x-watch-marker")
-        let marker = makeClient(broker)
-        try await marker.connect()
-        try await marker.publish(topic: markerTopic, string: "marker", qos: .atLeastOnce, retain: true)
-        while try await lines.next(within: 10, "mosquitto_sub's marker line") != "\(markerTopic) marker" {}
-        await marker.close()
-        return MQTTWatcher(lines: lines, process: process)
     }
 }

@@ -3,6 +3,7 @@ import IMClient
 import IMGateway
 import IMWire
 import Testing
+import IMTestSupport
 
 /// Groups (PROTOCOL.md 6.11), carbons (6.12) and typing (6.13) on real imgw processes and a
 /// real broker, the membership set through the server API.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import IMTestSupport
 
 /// imbench's MQTT paths against a real broker: they measure what they claim to (every message
 /// delivered once, CPU per message reported); no figure is asserted.

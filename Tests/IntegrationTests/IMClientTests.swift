@@ -4,6 +4,7 @@ import IMGateway
 import IMWire
 import Mosquitto
 import Testing
+import IMTestSupport
 
 /// IMClient and imcli against imgw's server in-process, on a real mosquitto.
 @Suite("IMClient: chat through a gateway", .stopsWhatItStarts, .timeLimit(.minutes(3)))

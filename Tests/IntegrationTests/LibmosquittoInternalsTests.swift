@@ -3,6 +3,7 @@ import IMGateway
 import IMWire
 import Mosquitto
 import Testing
+import IMTestSupport
 
 /// `broker.libmosquitto_internals`: which of libmosquitto's private parts imgw uses, said at
 /// start and in /metrics, and a gateway that works with none of them.

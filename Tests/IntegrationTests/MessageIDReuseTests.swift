@@ -1,5 +1,6 @@
 import IMWire
 import Testing
+import IMTestSupport
 
 /// PROTOCOL.md 6.3: the gateway's window of accepted message ids, per sending user.
 @Suite("Gateway: message ids, resends and reuse", .stopsWhatItStarts, .timeLimit(.minutes(3)))

@@ -4,6 +4,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import IMTestSupport
 #endif
 
 /// The callback API of `MosquittoClient`, for event-driven callers that must not suspend:

@@ -3,6 +3,7 @@ import Foundation
 import Mosquitto
 import Synchronization
 import Testing
+import IMTestSupport
 
 /// The Swift wrapper against a real mosquitto started per test.
 @Suite("Mosquitto client against a real broker", .stopsWhatItStarts, .timeLimit(.minutes(3)))

@@ -2,6 +2,7 @@ import Foundation
 import Mosquitto
 import Synchronization
 import Testing
+import IMTestSupport
 
 /// The packets of one flush leave together: gathered by the loop's writer and sent with one
 /// write(2) on plain TCP, corked on TLS (OpenSSL writes its records itself). Nothing may

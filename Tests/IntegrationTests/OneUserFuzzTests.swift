@@ -7,6 +7,7 @@ import Testing
 
 #if canImport(Glibc)
 import Glibc
+import IMTestSupport
 #endif
 
 /// Hundreds of connections of one user with overlapping device ids, random frames and random

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
+import IMTestSupport
 
 /// ``PostgresArchiveStore`` (and ``MessageArchive`` over it) against a real PostgreSQL server
 /// of the test's own (``TestPostgres``): what the SQLite store's unit tests check, the

@@ -5,6 +5,7 @@ import IMWire
 import Logging
 import Synchronization
 import Testing
+import IMTestSupport
 
 /// Several imgw processes on one broker and one PostgreSQL archive (docs/SCALING.md): one
 /// stream, whichever gateway takes a user's chats; offsets in commit order; an archive that goes

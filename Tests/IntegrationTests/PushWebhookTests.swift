@@ -2,6 +2,7 @@ import Foundation
 import IMGateway
 import IMWire
 import Testing
+import IMTestSupport
 
 /// The offline-push webhook of real imgw processes on a real broker, POSTing to a real HTTP
 /// receiver in the test process.

@@ -1,5 +1,6 @@
 import IMWire
 import Testing
+import IMTestSupport
 
 /// PROTOCOL.md 6.3 and 6.5: "delivered" and "read" notices to the sender's devices, and the
 /// per-device opt-out at LOGIN (RECEIPT_NOTICES = 0).

@@ -1,5 +1,6 @@
 import Mosquitto
 import Testing
+import IMTestSupport
 
 /// mosquitto 2.0.11 (Debian bookworm) does not keep to the receive maximum a client
 /// advertises once messages queue up for it: on every PUBACK/PUBCOMP,

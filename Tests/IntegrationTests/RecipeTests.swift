@@ -4,6 +4,7 @@ import IMWire
 import Logging
 import Mosquitto
 import Testing
+import IMTestSupport
 
 /// docs/SECURITY.md's mosquitto recipe, run as written (only its two ports replaced by free
 /// ones): imgw works through the gateways' listener, and an account of the other listener

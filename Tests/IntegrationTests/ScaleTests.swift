@@ -1,6 +1,7 @@
 import Foundation
 import Mosquitto
 import Testing
+import IMTestSupport
 
 /// Thousands of clients on one loop thread (../shared/notes/libmosquitto.md: select-based
 /// loops fail past descriptor 1024; undrained socketpairs leak kernel memory).

@@ -2,6 +2,7 @@ import Foundation
 import IMGateway
 import IMWire
 import Testing
+import IMTestSupport
 
 /// The server API (docs/openapi.yaml) of real imgw processes on a real broker, called over
 /// HTTP by curl.

@@ -4,6 +4,7 @@ import IMWire
 import Mosquitto
 import NIOCore
 import Testing
+import IMTestSupport
 
 /// Ending a session while the device holds deliveries it has not ACKed: under ack-through
 /// their PUBACKs are held, and nothing the session sends may wait behind them. Each way of

@@ -4,6 +4,7 @@ import IMWire
 import Mosquitto
 import NIOCore
 import Testing
+import IMTestSupport
 
 @Suite("A device that stops reading", .stopsWhatItStarts, .timeLimit(.minutes(3)))
 struct SlowDeviceTests {

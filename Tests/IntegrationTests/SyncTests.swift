@@ -3,6 +3,7 @@ import IMGateway
 import IMWire
 import NIOCore
 import Testing
+import IMTestSupport
 
 /// Positions in LOGIN and SYNC (docs/PROTOCOL.md 6.14): taken when they are good, answered
 /// clearly when they are not, and never a bother to another device.

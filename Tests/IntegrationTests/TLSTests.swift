@@ -1,6 +1,7 @@
 import Foundation
 import Mosquitto
 import Testing
+import IMTestSupport
 
 /// TLS to a mosquitto TLS listener, with a CA and certificates made by the test.
 @Suite("Mosquitto client over TLS", .stopsWhatItStarts, .timeLimit(.minutes(3)))

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import IMTestSupport
 
 /// The support code every integration test relies on to stop what it started.
 @Suite("Tests stop what they start", .timeLimit(.minutes(1)))

@@ -4,6 +4,7 @@ import Synchronization
 import IMGateway
 import IMWire
 import Testing
+import IMTestSupport
 
 /// A session lasts as long as its token (PROTOCOL.md 6.9): past its expiry plus the
 /// configured leeway the device is kicked with TOKEN_EXPIRED, and its connection closes.

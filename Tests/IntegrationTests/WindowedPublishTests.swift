@@ -2,6 +2,7 @@
 import Mosquitto
 import Foundation
 import Testing
+import IMTestSupport
 
 /// How a device session publishes a group's copies (``WindowedPublish``), against a real
 /// mosquitto: all in order, a window at a time, the first refusal thrown without waiting forever.

@@ -1,6 +1,6 @@
 import AsyncToolkit
 import Foundation
-@testable import IMGateway
+import IMGateway
 import Synchronization
 
 #if canImport(Glibc)
@@ -22,24 +22,24 @@ import Glibc
 /// `fsync` is off unless ``Options/fsync`` asks for it: a commit is still written to the
 /// kernel before it returns, so a killed server (every process of it) loses nothing it
 /// acknowledged; only a power loss would, which no test makes.
-final class TestPostgres: Sendable {
+package final class TestPostgres: Sendable {
     /// How the server runs.
-    struct Options: Sendable {
+    package struct Options: Sendable {
         /// fsync at commits and checkpoints, as in production (slower: a test of durability
         /// across a crash of the machine would want it; none of ours can make one).
-        var fsync = false
+        package var fsync = false
         /// More `-c name=value` settings.
-        var settings: [String] = []
-        init() {}
+        package var settings: [String] = []
+        package init() {}
     }
 
     /// The server's port on 127.0.0.1.
-    let port: Int
+    package let port: Int
     /// The test's directory: `data` (the cluster) and the server's socket.
-    let directory: URL
-    let options: Options
+    package let directory: URL
+    package let options: Options
     /// Where initdb, postgres, pg_isready and createdb are.
-    let binaries: URL
+    package let binaries: URL
     /// What the server printed, over all its starts.
     private let log = LogBuffer()
     /// The running server, if any.
@@ -48,31 +48,31 @@ final class TestPostgres: Sendable {
     private let lifecycle = AsyncSemaphore(limit: 1)
 
     /// The database user.
-    static let user = "imgw"
+    package static let user = "imgw"
     /// The database the tests use (created at start).
-    static let database = "imgw"
+    package static let database = "imgw"
 
     /// `archive.url` for the test's database.
-    var url: String { url(database: Self.database) }
+    package var url: String { url(database: Self.database) }
 
     /// `archive.url` for another database of the server (see ``createDatabase(_:)``).
-    func url(database: String) -> String { "postgres://\(Self.user)@127.0.0.1:\(port)/\(database)" }
+    package func url(database: String) -> String { "postgres://\(Self.user)@127.0.0.1:\(port)/\(database)" }
 
-    var dataDirectory: URL { directory.appendingPathComponent("data") }
+    package var dataDirectory: URL { directory.appendingPathComponent("data") }
 
     /// The postmaster's pid, while it runs.
-    var pid: Int32? { server.withLock { $0?.pid } }
+    package var pid: Int32? { server.withLock { $0?.pid } }
 
     /// What the server printed so far.
-    var output: String { log.text.withLock { $0 } }
+    package var output: String { log.text.withLock { $0 } }
 
     /// In the environment of every server process the tests start (the backends inherit it):
     /// what ``sweepOrphans`` looks for.
-    static let orphanMark = "IMGW_TEST_POSTGRES=1"
+    package static let orphanMark = "IMGW_TEST_POSTGRES=1"
 
     /// Makes a cluster, starts the server and creates the database; returns once it accepts
     /// connections. Stopped (and its directory removed) when the test ends.
-    static func start(_ options: Options = Options()) async throws -> TestPostgres {
+    package static func start(_ options: Options = Options()) async throws -> TestPostgres {
         _ = sweepOrphans
         let binaries = try binDirectory()
         let root = temporaryRoot()
@@ -117,18 +117,18 @@ final class TestPostgres: Sendable {
 
     /// Runs a client program of the server's version (createdb, psql...) as the test's user.
     @discardableResult
-    func client(_ program: String, _ arguments: [String]) async throws -> String {
+    package func client(_ program: String, _ arguments: [String]) async throws -> String {
         try await run(binaries.appendingPathComponent(program).path, arguments)
     }
 
     /// psql's arguments for the test's database: no psqlrc, quiet, stopping at the first error
     /// (`client("psql", psqlArguments + ["-c", SQL])`).
-    var psqlArguments: [String] {
+    package var psqlArguments: [String] {
         ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", "\(port)", "-U", Self.user, "-d", Self.database]
     }
 
     /// Creates another database; returns its URL.
-    func createDatabase(_ name: String) async throws -> String {
+    package func createDatabase(_ name: String) async throws -> String {
         try await client("createdb", ["-h", "127.0.0.1", "-p", "\(port)", "-U", Self.user, name])
         return url(database: name)
     }
@@ -138,7 +138,7 @@ final class TestPostgres: Sendable {
     /// Starts the server on the cluster (after ``stopServer()`` or ``kill9()``: on the same
     /// port and data; a killed one recovers from its WAL first) and returns once it accepts
     /// connections, or throws with its output after 60 s.
-    func startServer() async throws {
+    package func startServer() async throws {
         try await lifecycle.run { try await self.launch() }
     }
 
@@ -179,7 +179,7 @@ final class TestPostgres: Sendable {
     /// Fast shutdown (SIGINT: clients are disconnected, open transactions rolled back, a
     /// checkpoint written), SIGKILL of every process of the server if it has not ended after
     /// 30 s; the cluster is kept (``startServer()`` starts it again).
-    func stopServer() async {
+    package func stopServer() async {
         _ = try? await lifecycle.run { await self.shutDown() }
     }
 
@@ -200,7 +200,7 @@ final class TestPostgres: Sendable {
     }
 
     /// ``stopServer()`` then ``startServer()``: the same port and data.
-    func restart() async throws {
+    package func restart() async throws {
         await stopServer()
         try await startServer()
     }
@@ -208,7 +208,7 @@ final class TestPostgres: Sendable {
     /// SIGKILL of the postmaster and every backend at once, as a crash of the machine would
     /// (without losing what the kernel was given); returns once all are gone. The next
     /// ``startServer()`` recovers from the WAL.
-    func kill9() async {
+    package func kill9() async {
         _ = try? await lifecycle.run {
             guard let process = self.server.withLock({ $0 }) else { return }
             await self.killAll(process)
@@ -229,7 +229,7 @@ final class TestPostgres: Sendable {
 
     /// SIGSTOP to every process of the server: it neither answers nor closes connections
     /// (a server that hangs, or a network that drops everything). ``thaw()`` ends it.
-    func freeze() {
+    package func freeze() {
         guard let pid = pid else { return }
         // The postmaster first: it forks no backend after the listing.
         kill(pid, SIGSTOP)
@@ -237,14 +237,14 @@ final class TestPostgres: Sendable {
     }
 
     /// SIGCONT to every process of the server.
-    func thaw() {
+    package func thaw() {
         guard let pid = pid else { return }
         for child in processes(of: pid) { kill(child, SIGCONT) }
         kill(pid, SIGCONT)
     }
 
     /// Stops the server (fast shutdown) and removes the directory.
-    func stop() async {
+    package func stop() async {
         await stopServer()
         try? FileManager.default.removeItem(at: directory)
     }
@@ -303,7 +303,7 @@ final class TestPostgres: Sendable {
     /// parent is gone, so it was reparented to init) and removes their directories: once per
     /// test process. SIGQUIT first (immediate shutdown: the postmaster ends its backends and
     /// removes its shared memory), SIGKILL for what has not ended 10 s later.
-    static let sweepOrphans: Void = {
+    package static let sweepOrphans: Void = {
         let table = processTable()
         let marked = Set(table.map(\.pid).filter { pid in
             guard let environment = try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/environ")) else { return false }
@@ -339,7 +339,7 @@ final class TestPostgres: Sendable {
     // MARK: Finding PostgreSQL
 
     /// The bin directory of the highest PostgreSQL version under /usr/lib/postgresql.
-    static func binDirectory() throws -> URL {
+    package static func binDirectory() throws -> URL {
         let root = "/usr/lib/postgresql"
         let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
             .filter { FileManager.default.isExecutableFile(atPath: "\(root)/\($0)/bin/postgres") }

@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 /// A broker imgw runs against in a test: mosquitto (``TestBroker``) or ejabberd (``TestEjabberd``).
-protocol BrokerUnderTest: Sendable {
+package protocol BrokerUnderTest: Sendable {
     /// Its MQTT port on 127.0.0.1.
     var port: Int { get }
     /// A directory of the test's own (configuration files go there).
@@ -21,28 +21,28 @@ protocol BrokerUnderTest: Sendable {
     func stop() async
 }
 
-extension BrokerUnderTest {
+package extension BrokerUnderTest {
     /// What imgw's `broker:` section needs besides the URL.
-    var gatewayLines: [String] { credentials.map { ["username: \($0.username)", "password: \($0.password)"] } ?? [] }
+    package var gatewayLines: [String] { credentials.map { ["username: \($0.username)", "password: \($0.password)"] } ?? [] }
 }
 
 extension TestBroker: BrokerUnderTest {
-    var credentials: (username: String, password: String)? { nil }
+    package var credentials: (username: String, password: String)? { nil }
 }
 
 extension TestEjabberd: BrokerUnderTest {
-    var credentials: (username: String, password: String)? { (Self.username, Self.password) }
-    var pid: Int32 { process.pid }
+    package var credentials: (username: String, password: String)? { (Self.username, Self.password) }
+    package var pid: Int32 { process.pid }
 }
 
 /// The brokers the gateway's integration tests run on (as a test argument).
-enum BrokerKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+package enum BrokerKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case mosquitto, ejabberd
 
-    var testDescription: String { rawValue }
+    package var testDescription: String { rawValue }
 
     /// A broker of this kind, started for the running test.
-    func start() async throws -> any BrokerUnderTest {
+    package func start() async throws -> any BrokerUnderTest {
         switch self {
         case .mosquitto: try await TestBroker.start()
         case .ejabberd: try await TestEjabberd.start()
@@ -52,27 +52,27 @@ enum BrokerKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
 /// A real mosquitto broker started for one test on a free loopback port, with its own
 /// directory (config, password file, certificates, persistence).
-final class TestBroker: Sendable {
-    let port: Int
-    let directory: URL
-    let process: ChildProcess
+package final class TestBroker: Sendable {
+    package let port: Int
+    package let directory: URL
+    package let process: ChildProcess
     private let log: LogBuffer
 
-    struct Options: Sendable {
+    package struct Options: Sendable {
         /// Extra mosquitto.conf lines for the listener (after `listener PORT 127.0.0.1`).
-        var listenerLines: [String] = []
+        package var listenerLines: [String] = []
         /// Extra global lines.
-        var globalLines: [String] = []
+        package var globalLines: [String] = []
         /// Users for a password file; anonymous access is refused when set.
-        var users: [String: String] = [:]
+        package var users: [String: String] = [:]
         /// Keep the broker's persistence in `directory` (survives a restart with the
         /// same options and directory).
-        var persistence = false
-        init() {}
+        package var persistence = false
+        package init() {}
     }
 
     /// Starts mosquitto and returns once it logged that it is running.
-    static func start(_ options: Options = Options(), directory: URL? = nil, port: Int? = nil) async throws -> TestBroker {
+    package static func start(_ options: Options = Options(), directory: URL? = nil, port: Int? = nil) async throws -> TestBroker {
         _ = sweepOrphans
         let directory = directory ?? FileManager.default.temporaryDirectory
             .appendingPathComponent("imgw-broker-\(UUID().uuidString.prefix(8))")
@@ -148,17 +148,17 @@ final class TestBroker: Sendable {
     }
 
     /// What the broker logged so far.
-    var output: String { log.text.withLock { $0 } }
+    package var output: String { log.text.withLock { $0 } }
 
-    var pid: Int32 { process.pid }
+    package var pid: Int32 { process.pid }
 
     /// SIGTERM and wait for the exit (mosquitto saves persistence on a clean exit).
-    func stop() async {
+    package func stop() async {
         await process.end(SIGTERM)
     }
 
     /// SIGKILL and wait for the exit.
-    func kill9() async {
+    package func kill9() async {
         await process.end(SIGKILL)
     }
 
@@ -170,7 +170,7 @@ final class TestBroker: Sendable {
 
     /// Kills brokers left behind by an earlier test run that was killed (their parent is
     /// gone, so they were reparented to init).
-    static let sweepOrphans: Void = {
+    package static let sweepOrphans: Void = {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return }
         for entry in entries {
             guard let pid = Int32(entry),
@@ -185,9 +185,9 @@ final class TestBroker: Sendable {
     }()
 }
 
-struct TestError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+package struct TestError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// Ports handed out in this process: never handed out twice, so a test that restarts a
@@ -201,7 +201,7 @@ private let handedOutPorts = Mutex<Set<Int>>([])
 private let portRange = 20_000..<32_768
 
 /// A TCP port on 127.0.0.1 that is free now and was not handed out before in this process.
-func freePort() -> Int {
+package func freePort() -> Int {
     while true {
         let port = Int.random(in: portRange)
         guard handedOutPorts.withLock({ !$0.contains(port) }), isFree(port) else { continue }
@@ -228,7 +228,7 @@ private func isFree(_ port: Int) -> Bool {
 /// reaches it) and returns its output, lines joined by newlines (none after the last);
 /// throws with the output if it fails.
 @discardableResult
-func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) async throws -> String {
+package func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) async throws -> String {
     let (status, output) = try await runCapturing(executable, arguments, in: directory)
     guard status == 0 else {
         throw TestError("\(executable) \(arguments.joined(separator: " ")) failed (wait status \(status)): \(output)")
@@ -238,16 +238,16 @@ func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) 
 
 /// Runs a program to completion like `run`, and returns its wait status with its output
 /// whatever the status.
-func runCapturing(_ executable: String, _ arguments: [String], in directory: URL? = nil) async throws -> (status: Int32, output: String) {
+package func runCapturing(_ executable: String, _ arguments: [String], in directory: URL? = nil) async throws -> (status: Int32, output: String) {
     let process = try spawn(executable, arguments, in: directory)
     var lines: [String] = []
     for await line in process.lines { lines.append(line) }
     return (await process.waitForExit(), lines.joined(separator: "\n"))
 }
 
-extension ChildProcess {
+package extension ChildProcess {
     /// Sends `signal` and waits for the exit (at once if it has exited).
-    func end(_ signal: Int32) async {
+    package func end(_ signal: Int32) async {
         self.signal(signal)
         await waitForExit()
     }
@@ -255,7 +255,7 @@ extension ChildProcess {
 
 /// Starts a child process (see `ChildProcess`) that the running test kills, if it is
 /// still running, when the test ends.
-func spawn(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> ChildProcess {
+package func spawn(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> ChildProcess {
     let process = try ChildProcess(executable: executable, arguments: arguments, workingDirectory: directory?.path)
     TestResources.track { await process.end(SIGKILL) }
     return process
@@ -263,19 +263,21 @@ func spawn(_ executable: String, _ arguments: [String], in directory: URL? = nil
 
 /// Collects what `process` prints into `log` (for as long as it runs) and waits, at most
 /// `seconds`, for a line containing `marker`. False if the process ended or time ran out.
-func awaitOutput(of process: ChildProcess, containing marker: String, into log: LogBuffer, within seconds: Double = 15) async -> Bool {
+package func awaitOutput(of process: ChildProcess, containing marker: String, into log: LogBuffer, within seconds: Double = 15) async -> Bool {
     await process.follow(until: marker, within: .seconds(seconds)) { line in log.append(line) }
 }
 
 /// Output collected from a child process.
-final class LogBuffer: Sendable {
-    let text = Mutex("")
+package final class LogBuffer: Sendable {
+    package let text = Mutex("")
     /// Who waits for a marker, by a number of their own.
     private let waiters = Mutex<[Int: (marker: String, waiter: CheckedContinuation<Bool, Never>)]>([:])
     private let nextWaiter = Mutex(0)
 
+    package init() {}
+
     /// Adds a line, and wakes whoever waits for a marker in it.
-    func append(_ line: String) {
+    package func append(_ line: String) {
         text.withLock { $0 += line + "\n" }
         let woken = waiters.withLock { waiters in
             let matched = waiters.filter { line.contains($0.value.marker) }
@@ -286,11 +288,11 @@ final class LogBuffer: Sendable {
     }
 
     /// How much text came so far (UTF-8 bytes): a mark for ``waitFor(_:since:within:)``.
-    var length: Int { text.withLock { $0.utf8.count } }
+    package var length: Int { text.withLock { $0.utf8.count } }
 
     /// Whether a line containing `marker` came after `mark` (see ``length``), or comes within
     /// `seconds`.
-    func waitFor(_ marker: String, since mark: Int = 0, within seconds: Double = 15) async -> Bool {
+    package func waitFor(_ marker: String, since mark: Int = 0, within seconds: Double = 15) async -> Bool {
         let id = nextWaiter.withLock { $0 += 1; return $0 }
         let timer = Task {
             try await Task.sleep(for: .seconds(seconds))

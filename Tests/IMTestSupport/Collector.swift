@@ -2,10 +2,10 @@ import AsyncToolkit
 
 /// Buffers what an AsyncStream yields so a test can wait for the next element with a
 /// deadline (a broken feature fails the test instead of hanging it).
-final class Collector<Element: Sendable>: Sendable {
+package final class Collector<Element: Sendable>: Sendable {
     private struct State: Sendable {
-        var buffer: [Element] = []
-        var finished = false
+        package var buffer: [Element] = []
+        package var finished = false
     }
 
     private enum Outcome: Sendable {
@@ -15,7 +15,7 @@ final class Collector<Element: Sendable>: Sendable {
 
     private let state = AsyncCondition(State())
 
-    init(_ stream: AsyncStream<Element>) {
+    package init(_ stream: AsyncStream<Element>) {
         Task { [state] in
             for await element in stream { state.withLock { $0.buffer.append(element) } }
             state.withLock { $0.finished = true }
@@ -23,7 +23,7 @@ final class Collector<Element: Sendable>: Sendable {
     }
 
     /// The next element, or a `TestError` after `seconds`.
-    func next(within seconds: Double = 10, _ what: @autoclosure () -> String = "element") async throws -> Element {
+    package func next(within seconds: Double = 10, _ what: @autoclosure () -> String = "element") async throws -> Element {
         let outcome = await state.wait(timeout: .seconds(seconds)) { (state: inout State) -> Outcome? in
             if !state.buffer.isEmpty { return .element(state.buffer.removeFirst()) }
             return state.finished ? .finished : nil
@@ -36,7 +36,7 @@ final class Collector<Element: Sendable>: Sendable {
     }
 
     /// Elements received and not taken yet.
-    var pending: [Element] {
+    package var pending: [Element] {
         get async { state.read(\.buffer) }
     }
 }

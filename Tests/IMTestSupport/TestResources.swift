@@ -10,24 +10,24 @@ import Testing
 /// body, runs every stop in the reverse order of starting (clients before the gateways
 /// they talk to, gateways before their broker) and awaits each. Stops are the same ones
 /// a test calls itself and must be harmless when the test already called them.
-final class TestResources: Sendable {
+package final class TestResources: Sendable {
     /// The set of the test case running in this task (inherited by its child tasks and by
     /// the unstructured tasks it creates).
-    @TaskLocal static var current: TestResources?
+    @TaskLocal package static var current: TestResources?
 
     private let stops = Mutex<[@Sendable () async -> Void]>([])
 
     /// Registers `stop` with the running test; outside a tracked test it does nothing (the
     /// resource's own `deinit` is then all there is).
-    static func track(_ stop: @escaping @Sendable () async -> Void) {
+    package static func track(_ stop: @escaping @Sendable () async -> Void) {
         current?.stops.withLock { $0.append(stop) }
     }
 
     /// How many stops are registered and not yet run.
-    var count: Int { stops.withLock { $0.count } }
+    package var count: Int { stops.withLock { $0.count } }
 
     /// Runs every registered stop, newest first, including any registered while stopping.
-    func stopAll() async {
+    package func stopAll() async {
         while let stop = stops.withLock({ $0.popLast() }) {
             await stop()
         }
@@ -36,10 +36,12 @@ final class TestResources: Sendable {
 
 /// Gives every test case its own ``TestResources`` and stops what it registered when the
 /// test case ends.
-struct StopsWhatItStarts: SuiteTrait, TestTrait, TestScoping {
-    var isRecursive: Bool { true }
+package struct StopsWhatItStarts: SuiteTrait, TestTrait, TestScoping {
+    package var isRecursive: Bool { true }
 
-    func provideScope(
+    package init() {}
+
+    package func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         let resources = TestResources()
@@ -53,7 +55,7 @@ struct StopsWhatItStarts: SuiteTrait, TestTrait, TestScoping {
     }
 }
 
-extension Trait where Self == StopsWhatItStarts {
+package extension Trait where Self == StopsWhatItStarts {
     /// Every test case stops all that it started (see ``TestResources``), even when it throws.
-    static var stopsWhatItStarts: Self { StopsWhatItStarts() }
+    package static var stopsWhatItStarts: Self { StopsWhatItStarts() }
 }

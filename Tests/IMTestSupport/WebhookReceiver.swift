@@ -8,22 +8,22 @@ import Synchronization
 
 /// A real HTTP server in the test process that records every POST to `/push` (the offline-push
 /// webhook) and answers with the statuses it was given, in turn (200 once they run out).
-final class WebhookReceiver: Sendable {
+package final class WebhookReceiver: Sendable {
     /// One request as it arrived.
-    struct Request: Sendable {
-        let body: [UInt8]
-        let headers: [String: String]
+    package struct Request: Sendable {
+        package let body: [UInt8]
+        package let headers: [String: String]
         /// When it arrived, on the test process's clock.
-        let arrived: ContinuousClock.Instant
+        package let arrived: ContinuousClock.Instant
 
         /// The body as a JSON object.
-        var json: [String: Any] {
+        package var json: [String: Any] {
             (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
         }
 
         /// Whether `X-IMGW-Signature` checks out with `secret`, computed here independently
         /// of imgw's code: `t=<seconds>,v1=<hex HMAC-SHA256 of "<seconds>." + body>`.
-        func signatureVerifies(secret: String) -> Bool {
+        package func signatureVerifies(secret: String) -> Bool {
             guard let header = headers["x-imgw-signature"] else { return false }
             var fields: [String: String] = [:]
             for part in header.split(separator: ",") {
@@ -41,20 +41,20 @@ final class WebhookReceiver: Sendable {
     /// The statuses to answer, in turn.
     private final class Answers: Sendable {
         private let statuses: Mutex<[Int]>
-        init(_ statuses: [Int]) { self.statuses = Mutex(statuses) }
+        package init(_ statuses: [Int]) { self.statuses = Mutex(statuses) }
         /// The next status; 200 once they ran out.
-        func next() -> Int { statuses.withLock { $0.isEmpty ? 200 : $0.removeFirst() } }
+        package func next() -> Int { statuses.withLock { $0.isEmpty ? 200 : $0.removeFirst() } }
     }
 
     /// Where it listens: the URL for `push.url`.
-    let url: String
+    package let url: String
     private let requests: Collector<Request>
     private let answers: Answers
     private let services: ServiceGroup
     private let task: Task<Void, any Error>
 
     /// Starts listening on a free port; `answers` are the statuses of the first requests.
-    static func start(answers: [Int] = []) async throws -> WebhookReceiver {
+    package static func start(answers: [Int] = []) async throws -> WebhookReceiver {
         let (stream, sink) = AsyncStream.makeStream(of: Request.self)
         let answers = Answers(answers)
         let router = Router()
@@ -99,17 +99,17 @@ final class WebhookReceiver: Sendable {
     }
 
     /// The next request, or a `TestError` after `seconds`.
-    func next(within seconds: Double = 10) async throws -> Request {
+    package func next(within seconds: Double = 10) async throws -> Request {
         try await requests.next(within: seconds, "a webhook request")
     }
 
     /// Requests received and not taken yet.
-    var pending: [Request] {
+    package var pending: [Request] {
         get async { await requests.pending }
     }
 
     /// Stops listening (gracefully) and waits for that; harmless when stopped already.
-    func stop() async {
+    package func stop() async {
         await services.triggerGracefulShutdown()
         _ = await task.result
     }

@@ -1,6 +1,6 @@
 import AsyncToolkit
 import Foundation
-@testable import IMGateway
+import IMGateway
 import Synchronization
 
 #if canImport(Glibc)
@@ -15,20 +15,20 @@ import Glibc
 /// user), as the test's own user, against an `epmd` the test starts on a free port
 /// (``TestEpmd``), so that nothing outlives the test; `ejabberdctl` commands go through
 /// `ejabberd_ctl` from a hidden node (``ctl(_:)``).
-final class TestEjabberd: Sendable {
+package final class TestEjabberd: Sendable {
     /// The MQTT listener (127.0.0.1).
-    let port: Int
-    let directory: URL
+    package let port: Int
+    package let directory: URL
     /// The Erlang node, e.g. `ejab-1a2b3c@localhost`.
-    let node: String
-    let epmd: TestEpmd
-    let cookie: String
-    let process: ChildProcess
+    package let node: String
+    package let epmd: TestEpmd
+    package let cookie: String
+    package let process: ChildProcess
     private let log: LogBuffer
 
     /// The gateway's account (`broker.username` / `broker.password`).
-    static let username = "imgw"
-    static let password = "imgw-test-password-0123456789"
+    package static let username = "imgw"
+    package static let password = "imgw-test-password-0123456789"
 
     /// Where Debian installs the node's code (ejabberdctl's ERL_LIBS).
     private static let libraries = "/usr/lib/\(machineTriple)"
@@ -40,17 +40,17 @@ final class TestEjabberd: Sendable {
     }
 
     /// What `mod_mqtt` is configured with.
-    struct Options: Sendable {
+    package struct Options: Sendable {
         /// Seconds a disconnected session lives (ejabberd's default is 300).
-        var sessionExpiry = 604_800
+        package var sessionExpiry = 604_800
         /// Messages queued per session; nil: ejabberd's default (5000).
-        var maxQueue: Int?
-        init() {}
+        package var maxQueue: Int?
+        package init() {}
     }
 
     /// Starts a node (with its own epmd unless given one: the nodes of a cluster share it)
     /// and returns once it accepts MQTT connections and the gateway's account exists.
-    static func start(_ options: Options = Options(), epmd: TestEpmd? = nil, cookie: String? = nil) async throws -> TestEjabberd {
+    package static func start(_ options: Options = Options(), epmd: TestEpmd? = nil, cookie: String? = nil) async throws -> TestEjabberd {
         // A node's start takes about a second of CPU; dozens of tests starting theirs at once
         // would starve everything else on the machine (timing tests failed that way).
         _ = sweepOrphans
@@ -62,11 +62,11 @@ final class TestEjabberd: Sendable {
 
     /// In the environment of every Erlang process and epmd the tests start: what
     /// ``sweepOrphans`` looks for.
-    static let orphanMark = "IMGW_TEST_EJABBERD=1"
+    package static let orphanMark = "IMGW_TEST_EJABBERD=1"
 
     /// Kills nodes and epmds left behind by an earlier test run that was killed (their
     /// parent is gone, so they were reparented to init): once per test process.
-    static let sweepOrphans: Void = {
+    package static let sweepOrphans: Void = {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return }
         for entry in entries {
             guard let pid = Int32(entry),
@@ -165,7 +165,7 @@ final class TestEjabberd: Sendable {
     /// An `ejabberdctl` command (`register imgw localhost PASSWORD`, `join_cluster NODE`...),
     /// run against this node from a hidden one; returns what it printed, throws if it failed.
     @discardableResult
-    func ctl(_ command: [String]) async throws -> String {
+    package func ctl(_ command: [String]) async throws -> String {
         let name = "ctl-\(UInt32.random(in: 0...UInt32.max))@localhost"
         let process = try spawn(
             "/usr/bin/env",
@@ -190,7 +190,7 @@ final class TestEjabberd: Sendable {
 
     /// Starts `count` nodes sharing an epmd and a cookie and joins them in one cluster (the
     /// first node's); the gateway's account is cluster-wide.
-    static func cluster(_ count: Int = 2, _ options: Options = Options()) async throws -> [TestEjabberd] {
+    package static func cluster(_ count: Int = 2, _ options: Options = Options()) async throws -> [TestEjabberd] {
         let first = try await start(options)
         var nodes = [first]
         for _ in 1..<count {
@@ -203,7 +203,7 @@ final class TestEjabberd: Sendable {
 
     /// Joins `other`'s cluster (`ejabberdctl join_cluster`): ejabberd restarts on this node
     /// with the cluster's tables; returns once its MQTT listener accepts again.
-    func join(_ other: TestEjabberd) async throws {
+    package func join(_ other: TestEjabberd) async throws {
         let mark = log.length
         try await ctl(["join_cluster", other.node])
         guard await log.waitFor(Self.listening(port), since: mark, within: 60) else {
@@ -221,11 +221,11 @@ final class TestEjabberd: Sendable {
     }
 
     /// What the node printed so far.
-    var output: String { log.text.withLock { $0 } }
+    package var output: String { log.text.withLock { $0 } }
 
     /// Stops the node (SIGTERM: Erlang's orderly stop), SIGKILL if it has not ended after
     /// 15 s; the directory is removed.
-    func stop() async {
+    package func stop() async {
         process.signal(SIGTERM)
         let timer = Task {
             try await Task.sleep(for: .seconds(15))
@@ -237,18 +237,18 @@ final class TestEjabberd: Sendable {
     }
 
     /// SIGKILL: the node dies as a crashed machine would.
-    func kill9() async {
+    package func kill9() async {
         await process.end(SIGKILL)
     }
 }
 
 /// An Erlang port mapper of the test's own on a free loopback port, in the foreground (not
 /// the daemon a first `erl` would leave behind), stopped with the test.
-final class TestEpmd: Sendable {
-    let port: Int
-    let process: ChildProcess
+package final class TestEpmd: Sendable {
+    package let port: Int
+    package let process: ChildProcess
 
-    static func start() async throws -> TestEpmd {
+    package static func start() async throws -> TestEpmd {
         let port = freePort()
         // -d: it says when it listens ("epmd running").
         let process = try spawn("/usr/bin/env", [TestEjabberd.orphanMark, "/usr/bin/epmd", "-d", "-port", "\(port)", "-address", "127.0.0.1"])

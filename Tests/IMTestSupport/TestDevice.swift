@@ -6,15 +6,15 @@ import Synchronization
 
 /// A minimal TLV client for tests: frames in, frames out, nothing clever (the client
 /// library proper is IMClient).
-final class TestDevice: Sendable {
+package final class TestDevice: Sendable {
     /// Every frame the gateway sent, in order.
-    let frames: Collector<IMFrame>
+    package let frames: Collector<IMFrame>
     private let outbound: NIOAsyncChannelOutboundWriter<IMFrame>
     private let channel: any Channel
     private let sequence = Atomic<UInt32>(0)
 
     /// Connects; with `trusting` (a CA file) over TLS, verifying the gateway as "localhost".
-    static func connect(port: Int, host: String = "127.0.0.1", trusting caFile: String? = nil) async throws -> TestDevice {
+    package static func connect(port: Int, host: String = "127.0.0.1", trusting caFile: String? = nil) async throws -> TestDevice {
         let tls = try caFile.map { caFile in
             var configuration = TLSConfiguration.makeClientConfiguration()
             configuration.trustRoots = .file(caFile)
@@ -60,18 +60,18 @@ final class TestDevice: Sendable {
 
     /// Sends a message with the next sequence number; returns that number.
     @discardableResult
-    func send(_ message: IMMessage, sessionID: UInt16 = 0) async throws -> UInt32 {
+    package func send(_ message: IMMessage, sessionID: UInt16 = 0) async throws -> UInt32 {
         let sequence = self.sequence.add(1, ordering: .relaxed).newValue
         try await outbound.write(message.frame(sequence: sequence, timestamp: 1_700_000_000, sessionID: sessionID))
         return sequence
     }
 
-    func write(_ frame: IMFrame) async throws {
+    package func write(_ frame: IMFrame) async throws {
         try await outbound.write(frame)
     }
 
     /// Sends `messages` with the next sequence numbers, in one write (one flush).
-    func sendAll(_ messages: [IMMessage], sessionID: UInt16 = 0) async throws {
+    package func sendAll(_ messages: [IMMessage], sessionID: UInt16 = 0) async throws {
         let first = self.sequence.add(UInt32(messages.count), ordering: .relaxed).newValue - UInt32(messages.count) + 1
         try await outbound.write(contentsOf: messages.enumerated().map { index, message in
             message.frame(sequence: first + UInt32(index), timestamp: 1_700_000_000, sessionID: sessionID)
@@ -79,14 +79,14 @@ final class TestDevice: Sendable {
     }
 
     /// The next frame, decoded.
-    func next(within seconds: Double = 10, _ what: String = "a frame") async throws -> (IMFrame, IMMessage) {
+    package func next(within seconds: Double = 10, _ what: String = "a frame") async throws -> (IMFrame, IMMessage) {
         let frame = try await frames.next(within: seconds, what)
         return (frame, try IMMessage(frame: frame))
     }
 
     /// Logs in; returns LOGIN_OK or throws with what came instead.
     @discardableResult
-    func login(token: String, device: String? = nil) async throws -> LoginOK {
+    package func login(token: String, device: String? = nil) async throws -> LoginOK {
         try await send(.login(LoginRequest(token: token, deviceID: device)))
         let (_, message) = try await next(within: 10, "LOGIN_OK")
         guard case .loginOK(let ok) = message else { throw TestError("expected LOGIN_OK, got \(message)") }
@@ -95,14 +95,14 @@ final class TestDevice: Sendable {
 
     /// Sends a chat message and waits for its ACK, skipping other frames (a DELIVERY skipped is
     /// ACKed, see ``nextAck(of:within:)``).
-    func chat(to: String, id: String, text: String, resend: Bool = false, within seconds: Double = 10) async throws -> Ack {
+    package func chat(to: String, id: String, text: String, resend: Bool = false, within seconds: Double = 10) async throws -> Ack {
         let sequence = try await send(.chat(ChatSend(to: to, messageID: id, content: .text(text), resend: resend)))
         return try await nextAck(of: sequence, within: seconds)
     }
 
     /// Sends a chat to `to` for each of `ids`, keeping at most `window` waiting for their ACK;
     /// returns each id's ACK (a DELIVERY meanwhile is ACKed and skipped).
-    func chatMany(to: String, ids: [String], text: String, window: Int = 32, within seconds: Double = 10) async throws -> [String: Ack] {
+    package func chatMany(to: String, ids: [String], text: String, window: Int = 32, within seconds: Double = 10) async throws -> [String: Ack] {
         var pending: [UInt32: String] = [:]
         var acks: [String: Ack] = [:]
         var next = ids.makeIterator()
@@ -127,7 +127,7 @@ final class TestDevice: Sendable {
     }
 
     /// Sends a message to `group` and waits for its ACK (see ``chat(to:id:text:resend:)``).
-    func groupChat(_ group: String, id: String, text: String) async throws -> Ack {
+    package func groupChat(_ group: String, id: String, text: String) async throws -> Ack {
         let sequence = try await send(.chat(ChatSend(group: group, messageID: id, content: .text(text))))
         return try await nextAck(of: sequence)
     }
@@ -135,7 +135,7 @@ final class TestDevice: Sendable {
     /// The next ACK (of `sequence` if given), skipping other frames; a DELIVERY skipped is
     /// ACKed, as a device does (its session holds its own publishes behind an unACKed
     /// delivery, e.g. a carbon of what another device of the user sent).
-    func nextAck(of sequence: UInt32? = nil, within seconds: Double = 10) async throws -> Ack {
+    package func nextAck(of sequence: UInt32? = nil, within seconds: Double = 10) async throws -> Ack {
         while true {
             let (frame, message) = try await next(within: seconds, "an ACK")
             if case .ack(let ack) = message, sequence == nil || ack.sequence == sequence { return ack }
@@ -144,7 +144,7 @@ final class TestDevice: Sendable {
     }
 
     /// The next DELIVERY, ACKed, skipping other frames.
-    func nextDelivery(within seconds: Double = 10, _ what: String = "a delivery") async throws -> ChatDelivery {
+    package func nextDelivery(within seconds: Double = 10, _ what: String = "a delivery") async throws -> ChatDelivery {
         while true {
             let (frame, message) = try await next(within: seconds, what)
             if case .delivery(let delivery) = message {
@@ -155,7 +155,7 @@ final class TestDevice: Sendable {
     }
 
     /// The next ERROR, skipping other frames.
-    func nextError(within seconds: Double = 10) async throws -> ErrorNotice {
+    package func nextError(within seconds: Double = 10) async throws -> ErrorNotice {
         while true {
             let (_, message) = try await next(within: seconds, "an ERROR")
             if case .error(let notice) = message { return notice }
@@ -164,7 +164,7 @@ final class TestDevice: Sendable {
 
     /// Waits until the gateway closes the connection (a frame before that is skipped); throws
     /// if it stays open for `seconds`.
-    func closed(within seconds: Double = 10) async throws {
+    package func closed(within seconds: Double = 10) async throws {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while true {
             let left = deadline - ContinuousClock.now
@@ -179,14 +179,14 @@ final class TestDevice: Sendable {
     }
 
     /// ACKs a frame the gateway sent (a delivery).
-    func ack(_ frame: IMFrame) async throws {
+    package func ack(_ frame: IMFrame) async throws {
         try await outbound.write(frame.ack(timestamp: 1_700_000_000))
     }
 
     /// Closes the TCP connection without LOGOUT (an abrupt drop, from the gateway's view).
-    func drop() async {
+    package func drop() async {
         try? await channel.close()
     }
 
-    var isActive: Bool { channel.isActive }
+    package var isActive: Bool { channel.isActive }
 }

@@ -7,9 +7,9 @@ import Synchronization
 #endif
 
 /// What /proc says about a process's descriptors and threads.
-enum ProcessDescriptors {
+package enum ProcessDescriptors {
     /// The socket inodes a process holds open (`socket:[N]` links under /proc/PID/fd).
-    static func socketInodes(of pid: pid_t) -> Set<UInt64> {
+    package static func socketInodes(of pid: pid_t) -> Set<UInt64> {
         var inodes = Set<UInt64>()
         for (_, target) in links(of: pid) {
             if target.hasPrefix("socket:["), let inode = UInt64(target.dropFirst(8).dropLast()) { inodes.insert(inode) }
@@ -18,7 +18,7 @@ enum ProcessDescriptors {
     }
 
     /// Every descriptor of a process with its link target (`socket:[N]`, `pipe:[N]`, a path).
-    static func links(of pid: pid_t) -> [(fd: Int32, target: String)] {
+    package static func links(of pid: pid_t) -> [(fd: Int32, target: String)] {
         let directory = "/proc/\(pid)/fd"
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
         return names.compactMap { name in
@@ -28,7 +28,7 @@ enum ProcessDescriptors {
     }
 
     /// Whether a process's descriptor is close-on-exec (the `flags` line of /proc/PID/fdinfo).
-    static func isCloseOnExec(_ fd: Int32, of pid: pid_t) -> Bool? {
+    package static func isCloseOnExec(_ fd: Int32, of pid: pid_t) -> Bool? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8),
               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("flags:") }),
               let flags = Int(line.split(separator: "\t").last?.trimmingCharacters(in: .whitespaces) ?? "", radix: 8)
@@ -37,7 +37,7 @@ enum ProcessDescriptors {
     }
 
     /// This process's TCP socket connected to 127.0.0.1:`port` (the only one, or nil).
-    static func ownSocket(connectedTo port: Int) -> Int32? {
+    package static func ownSocket(connectedTo port: Int) -> Int32? {
         let found = links(of: getpid()).filter { $0.target.hasPrefix("socket:") }.map(\.fd).filter { fd in
             var address = sockaddr_in()
             var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -50,7 +50,7 @@ enum ProcessDescriptors {
     }
 
     /// CPU seconds (user + system) of this process's thread named `name`.
-    static func threadCPU(named name: String) -> Double? {
+    package static func threadCPU(named name: String) -> Double? {
         let tasks = "/proc/self/task"
         guard let ids = try? FileManager.default.contentsOfDirectory(atPath: tasks) else { return nil }
         for id in ids {
@@ -69,11 +69,11 @@ enum ProcessDescriptors {
 
 /// A child process (`sleep`) that holds a copy of one of this process's descriptors as its
 /// descriptor 3, and nothing else of ours: what a child that inherited a socket looks like.
-final class DescriptorHolder: Sendable {
-    let pid: pid_t
+package final class DescriptorHolder: Sendable {
+    package let pid: pid_t
     private let stopped = Atomic(false)
 
-    init(holding fd: Int32) throws {
+    package init(holding fd: Int32) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -97,7 +97,7 @@ final class DescriptorHolder: Sendable {
     }
 
     /// Kills and reaps the child (once; later calls do nothing).
-    func stop() {
+    package func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         kill(pid, SIGKILL)
         var status: Int32 = 0

@@ -7,13 +7,13 @@ import Glibc
 #endif
 
 /// A plain blocking TCP socket for sending bytes no well-behaved encoder would produce.
-final class RawSocket: @unchecked Sendable {
+package final class RawSocket: @unchecked Sendable {
     // @unchecked Sendable: `fd` is immutable; reads happen on one thread at a time.
     private let fd: Int32
 
     /// Connects to 127.0.0.1:`port`, from `source` (another loopback address, as a second
     /// host would) if given; a read gives up after `receiveTimeout` seconds without a byte.
-    init(port: Int, from source: String? = nil, receiveTimeout: Int = 10) throws {
+    package init(port: Int, from source: String? = nil, receiveTimeout: Int = 10) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestError("socket failed: errno \(errno)") }
         if let source {
@@ -47,14 +47,14 @@ final class RawSocket: @unchecked Sendable {
 
     /// Sends `bytes`; false once the peer has closed (or reset) the connection.
     @discardableResult
-    func send(_ bytes: [UInt8]) -> Bool {
+    package func send(_ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
     }
 
     /// Everything the peer sends until it closes (or 10 s pass), decoded as frames. The
     /// blocking reads run on a thread of their own, not on Swift's cooperative pool (which
     /// the gateway under test needs).
-    func readFramesUntilClose() async throws -> (frames: [IMFrame], closed: Bool) {
+    package func readFramesUntilClose() async throws -> (frames: [IMFrame], closed: Bool) {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(with: Result { try self.blockingRead() })
@@ -64,7 +64,7 @@ final class RawSocket: @unchecked Sendable {
 
     /// Frames as they arrive until `done` says so (or the peer closes, or 10 s pass without
     /// a byte); the frames read so far, the last one the one `done` accepted.
-    func readFrames(until done: @escaping @Sendable (IMFrame) -> Bool) async throws -> [IMFrame] {
+    package func readFrames(until done: @escaping @Sendable (IMFrame) -> Bool) async throws -> [IMFrame] {
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(with: Result { try self.blockingRead(until: done) })
@@ -90,12 +90,12 @@ final class RawSocket: @unchecked Sendable {
     }
 
     /// Encodes and sends `message` as a frame with `sequence`.
-    func send(_ message: IMMessage, sequence: UInt32) throws {
+    package func send(_ message: IMMessage, sequence: UInt32) throws {
         send(try Self.bytes(of: message, sequence: sequence))
     }
 
     /// `message` as a frame with `sequence`, encoded.
-    static func bytes(of message: IMMessage, sequence: UInt32) throws -> [UInt8] {
+    package static func bytes(of message: IMMessage, sequence: UInt32) throws -> [UInt8] {
         var bytes = ByteBuffer()
         try IMFrameEncoder().encode(data: message.frame(sequence: sequence, timestamp: 0, sessionID: 1), out: &bytes)
         return Array(bytes.readableBytesView)
@@ -124,7 +124,7 @@ final class RawSocket: @unchecked Sendable {
 }
 
 /// The ERROR notices among `frames`, in order.
-func errorNotices(_ frames: [IMFrame]) -> [ErrorNotice] {
+package func errorNotices(_ frames: [IMFrame]) -> [ErrorNotice] {
     frames.compactMap { frame in
         if case .error(let notice)? = try? IMMessage(frame: frame) { return notice }
         return nil
