@@ -41,7 +41,7 @@ import Glibc
 ///   the next `epoll_wait`, the registration outlived its descriptor, and the loop replaces
 ///   its epoll instance with one that holds only what it knows
 ///   (``Statistics/epollRebuilds``).
-public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
+public final class MosquittoEventLoop: SerialExecutor, TaskExecutor, @unchecked Sendable {
     // @unchecked Sendable: `inbox` is a Mutex, `threadID` an Atomic, `epollFD`/`wakeFD`/
     // `connector` are immutable. Every other stored property is touched only on the loop
     // thread: by the loop itself or by jobs it runs (`assertOnLoop()` checks the callers).
@@ -54,29 +54,15 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     public static let shared = MosquittoEventLoop(name: "mosquitto-loop")
 
     private enum Work {
-        /// A job of a client (this loop as its serial executor).
+        /// A job of a client (this loop as its serial executor) or of a task that prefers
+        /// the loop (``taskExecutor``): either runs isolated to the loop, on its thread.
         case job(UnownedJob)
-        /// A job of a task that prefers ``taskExecutor``, and that executor.
-        case taskJob(UnownedJob, UnownedTaskExecutor)
         case closure(@Sendable () -> Void)
     }
 
     /// The loop as a task executor: tasks started with `executorPreference:` it run their
-    /// nonisolated code on the loop thread. (It keeps the loop alive while tasks prefer it;
-    /// the loop keeps only a weak reference, to hand out the same one while it exists.)
-    public var taskExecutor: some TaskExecutor {
-        loopTaskExecutor.withLock { cache in
-            if let existing = cache.executor { return existing }
-            let created = LoopTaskExecutor(loop: self)
-            cache.executor = created
-            return created
-        }
-    }
-
-    private struct TaskExecutorCache {
-        weak var executor: LoopTaskExecutor?
-    }
-    private let loopTaskExecutor = Mutex(TaskExecutorCache())
+    /// nonisolated code on the loop thread (the loop is both kinds of executor).
+    public var taskExecutor: some TaskExecutor { self }
 
     private struct Inbox {
         var work: [Work] = []
@@ -143,11 +129,6 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         }
     }
 
-    /// Takes the jobs of tasks that prefer the loop (``taskExecutor``).
-    fileprivate func enqueueTaskJob(_ job: UnownedJob, executor: UnownedTaskExecutor) {
-        submit(.taskJob(job, executor))
-    }
-
     /// True on the loop's own thread.
     public var inLoop: Bool {
         let id = threadID.load(ordering: .acquiring)
@@ -159,9 +140,9 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
         assert(inLoop, "must run on the Mosquitto event loop thread")
     }
 
-    // MARK: SerialExecutor
+    // MARK: SerialExecutor and TaskExecutor
 
-    /// Runs a client's `job` on the loop thread.
+    /// Runs `job` (a client's, or one of a task that prefers the loop) on the loop thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         submit(.job(UnownedJob(job)))
     }
@@ -323,8 +304,7 @@ public final class MosquittoEventLoop: SerialExecutor, @unchecked Sendable {
     private func perform(_ batch: [Work]) {
         for work in batch {
             switch work {
-            case .job(let job): job.runSynchronously(on: asUnownedSerialExecutor())
-            case .taskJob(let job, let executor): job.runSynchronously(on: executor)
+            case .job(let job): job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
             case .closure(let body): body()
             }
         }
@@ -819,19 +799,5 @@ final class ClientIO {
         self.mosq = mosq
         self.slot = slot
         self.client = client
-    }
-}
-
-/// ``MosquittoEventLoop/taskExecutor``: hands the jobs of tasks that prefer it to its loop,
-/// which runs them on its thread as this task executor's.
-private final class LoopTaskExecutor: TaskExecutor {
-    let loop: MosquittoEventLoop
-
-    init(loop: MosquittoEventLoop) {
-        self.loop = loop
-    }
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        loop.enqueueTaskJob(UnownedJob(job), executor: asUnownedTaskExecutor())
     }
 }
