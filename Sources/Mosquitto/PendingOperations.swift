@@ -75,28 +75,28 @@ struct PendingOperations<ConnectWaiter, SubscribeWaiter, UnsubscribeWaiter, Publ
 
     /// A subscribe waits for the SUBACK of `mid`: its codes if it came already, or nil.
     mutating func awaitSuback(_ mid: Int32, _ waiter: SubscribeWaiter) -> [ReasonCode]? {
-        if let codes = earlySubacks.removeValue(forKey: mid) { return codes }
+        if let codes = earlySubacks.take(mid) { return codes }
         subscribes[mid] = waiter
         return nil
     }
 
     /// The SUBACK of `mid`: its waiter, or nil when the codes are kept for the waiter to come.
     mutating func subackArrived(_ mid: Int32, codes: [ReasonCode]) -> SubscribeWaiter? {
-        if let waiter = subscribes.removeValue(forKey: mid) { return waiter }
+        if let waiter = subscribes.take(mid) { return waiter }
         earlySubacks[mid] = codes
         return nil
     }
 
     /// An unsubscribe waits for the UNSUBACK of `mid`: true if it came already.
     mutating func awaitUnsuback(_ mid: Int32, _ waiter: UnsubscribeWaiter) -> Bool {
-        if earlyUnsubacks.remove(mid) != nil { return true }
+        if earlyUnsubacks.take(mid) { return true }
         unsubscribes[mid] = waiter
         return false
     }
 
     /// The UNSUBACK of `mid`: its waiter, or nil when it is kept for the waiter to come.
     mutating func unsubackArrived(_ mid: Int32) -> UnsubscribeWaiter? {
-        if let waiter = unsubscribes.removeValue(forKey: mid) { return waiter }
+        if let waiter = unsubscribes.take(mid) { return waiter }
         earlyUnsubacks.insert(mid)
         return nil
     }
@@ -124,7 +124,7 @@ struct PendingOperations<ConnectWaiter, SubscribeWaiter, UnsubscribeWaiter, Publ
 
     /// Someone waits for the outcome of `ticket`.
     mutating func awaitCompletion(_ ticket: UInt64, _ waiter: PublishWaiter) -> CompletionWait {
-        if let outcome = completed.removeValue(forKey: ticket) { return .settled(outcome) }
+        if let outcome = completed.take(ticket) { return .settled(outcome) }
         guard let mid = ticketMIDs[ticket], publishes[mid] != nil else { return .collected }
         publishes[mid]?.waiter = waiter
         return .waiting
@@ -132,7 +132,7 @@ struct PendingOperations<ConnectWaiter, SubscribeWaiter, UnsubscribeWaiter, Publ
 
     /// An outcome ready for `ticket` (taken: a second call finds none).
     mutating func takeOutcome(_ ticket: UInt64) -> Result<Void, MosquittoError>? {
-        completed.removeValue(forKey: ticket)
+        completed.take(ticket)
     }
 
     /// Nobody will collect the outcome of `ticket`: the waiter it had, to be told it was
@@ -162,14 +162,14 @@ struct PendingOperations<ConnectWaiter, SubscribeWaiter, UnsubscribeWaiter, Publ
     /// The broker acknowledged `mid` (PUBACK/PUBCOMP, or QoS 0 written) with `reason`:
     /// nil for a message id that is not pending (the client's in-flight count stays).
     mutating func published(_ mid: Int32, reason: Int32) -> Settlement? {
-        guard let publish = publishes.removeValue(forKey: mid) else { return nil }
+        guard let publish = publishes.take(mid) else { return nil }
         let outcome: Result<Void, MosquittoError> =
             reason >= 0x80 ? .failure(.publishRejected(ReasonCode(UInt8(clamping: reason)))) : .success(())
         return settle(publish, outcome)
     }
 
     private mutating func settle(_ publish: Publish, _ outcome: Result<Void, MosquittoError>) -> Settlement {
-        ticketMIDs[publish.ticket] = nil
+        ticketMIDs.take(publish.ticket)
         if publish.waiter == nil && !publish.abandoned {
             completed[publish.ticket] = outcome
         }
@@ -205,7 +205,7 @@ struct PendingOperations<ConnectWaiter, SubscribeWaiter, UnsubscribeWaiter, Publ
         let dropped = publishes.filter { includingPublishes || $0.value.qos == .atMostOnce }
         // In the order they were started.
         for (mid, publish) in dropped.sorted(by: { $0.value.ticket < $1.value.ticket }) {
-            publishes[mid] = nil
+            publishes.take(mid)
             failure.publishes.append(settle(publish, .failure(error)))
         }
         return failure
@@ -227,7 +227,7 @@ struct PendingOperations<ConnectWaiter, SubscribeWaiter, UnsubscribeWaiter, Publ
     /// The application is done with `deliveryID`: true when that was the last one held
     /// (the held writes can go); false for an unknown or repeated id, or with others held.
     mutating func acknowledge(_ deliveryID: UInt64) -> Bool {
-        held.remove(deliveryID) != nil && held.isEmpty
+        held.take(deliveryID) && held.isEmpty
     }
 
     /// Deliveries not acknowledged yet.
@@ -236,5 +236,28 @@ struct PendingOperations<ConnectWaiter, SubscribeWaiter, UnsubscribeWaiter, Publ
     /// The connection ended: held acknowledgements go with it (the broker redelivers).
     mutating func dropHeld() {
         held.removeAll()
+    }
+}
+
+// A client keeps no storage between operations: a dictionary or set that had elements keeps
+// its capacity when they are removed one by one, and thousands of idle device sessions would
+// each hold the storage of their busiest moment.
+
+extension Dictionary {
+    /// Removes the value for `key`; releases the storage when that was the last.
+    @discardableResult
+    fileprivate mutating func take(_ key: Key) -> Value? {
+        let value = removeValue(forKey: key)
+        if isEmpty && value != nil { self = [:] }
+        return value
+    }
+}
+
+extension Set {
+    /// Removes `member`, true if it was there; releases the storage when that was the last.
+    fileprivate mutating func take(_ member: Element) -> Bool {
+        guard remove(member) != nil else { return false }
+        if isEmpty { self = [] }
+        return true
     }
 }

@@ -100,9 +100,12 @@ final class ConnectionMailbox: Sendable {
 
     /// Everything posted since the last take, in order.
     func take() -> [Mail] {
+        // Handed over whole, storage and all: keeping the capacity would copy it (the array
+        // returned shares the storage) and an idle connection would hold its busiest batch's.
         state.withLock { state in
-            defer { state.mail.removeAll(keepingCapacity: true) }
-            return state.mail
+            let mail = state.mail
+            state.mail = []
+            return mail
         }
     }
 
