@@ -25,7 +25,7 @@ extension DeviceConnection {
     /// outcome comes back to the event loop as ``loginFinished(_:)``.
     func startLogin(_ request: LoginRequest) {
         guard let loop = output?.context.eventLoop, let mailbox else { return }
-        Self.spawnLogin(request, gateway: gateway, mailbox: mailbox, logger: logger, connection: NIOLoopBound(self, eventLoop: loop))
+        Self.spawnLogin(request, gateway: gateway, mailbox: mailbox, logger: logger.logger, connection: NIOLoopBound(self, eventLoop: loop))
     }
 
     private static func spawnLogin(
@@ -237,8 +237,7 @@ extension DeviceConnection {
     func completeLogin(_ grant: LoginGrant) {
         guard let session, let brokerFit = link?.brokerFit, let loginHeader = machine.loginHeader, let mailbox else { return }
         let sessionID = machine.sessionID
-        logger[metadataKey: "user"] = "\(session.user)"
-        logger[metadataKey: "device"] = "\(session.device)"
+        logger.identify(user: session.user, device: session.device)
         let requests = DeviceRequests(session: session, context: gateway, brokerFit: brokerFit, mailbox: mailbox, logger: logger)
         link?.requests = requests
         lifetime.loggedIn()

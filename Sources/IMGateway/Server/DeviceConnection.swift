@@ -31,7 +31,7 @@ final class DeviceConnection: ChannelDuplexHandler {
     typealias OutboundOut = IMFrame
 
     let gateway: GatewayContext
-    var logger: Logger
+    var logger: ConnectionLogger
     /// The connection's state, its data path included: everything the handler decides by.
     var machine: ConnectionStateMachine
     /// The channel, between handlerAdded and handlerRemoved: the one writer of its frames.
@@ -67,9 +67,7 @@ final class DeviceConnection: ChannelDuplexHandler {
 
     init(gateway: GatewayContext, peer: String, now: NIODeadline, admission: ConnectionAdmissions.Ticket? = nil) {
         self.gateway = gateway
-        var logger = gateway.logger
-        logger[metadataKey: "peer"] = "\(peer)"
-        self.logger = logger
+        self.logger = ConnectionLogger(gateway.logger, peer: peer)
         let limits = gateway.configuration.limits
         self.machine = ConnectionStateMachine(
             limits: .init(

@@ -38,7 +38,7 @@ struct DeviceRequests: Sendable {
     /// The connection's mailbox, for what its event loop must see in order with the
     /// broker's messages.
     let mailbox: ConnectionMailbox
-    let logger: Logger
+    let logger: ConnectionLogger
     /// What the device holds of `limits.max_subscriptions` and `max_watches`.
     let quota: Quota
     /// What the session's CONNACK made of the broker.
@@ -55,7 +55,7 @@ struct DeviceRequests: Sendable {
 
     init(
         session: any DeviceSession, context: GatewayContext, brokerFit: BrokerFit,
-        mailbox: ConnectionMailbox, logger: Logger
+        mailbox: ConnectionMailbox, logger: ConnectionLogger
     ) {
         self.session = session
         self.context = context

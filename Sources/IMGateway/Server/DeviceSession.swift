@@ -36,7 +36,7 @@ protocol DeviceSession: AnyObject, Sendable {
     func connect(unless deviceGone: @escaping @Sendable () -> Bool) async throws -> MosquittoClient.ConnectResult
     /// Starts what `batch` holds in one visit to the MQTT side, in its order; the outcome of
     /// each chat publish is posted to `mailbox`, a receipt that fails is logged to `logger`.
-    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger)
+    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: ConnectionLogger)
     /// Publishes and waits for the broker to take it.
     func publish(_ publish: OutgoingPublish) async throws
     /// Hands `publish` to the MQTT client without waiting for it to be written or taken.

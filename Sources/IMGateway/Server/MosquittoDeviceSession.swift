@@ -98,7 +98,7 @@ final class MosquittoDeviceSession: DeviceSession {
         }
     }
 
-    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger) {
+    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: ConnectionLogger) {
         client.perform { client in
             if !batch.acknowledgements.isEmpty { client.acknowledge(deliveryIDs: batch.acknowledgements) }
             for (receipt, messageID) in batch.receipts {

@@ -13,7 +13,7 @@ struct OutgoingPublish: Sendable, Hashable {
 
     /// Hands it to `client` when nobody waits for the outcome: a failure is logged as
     /// "`what` not published" with `metadata`.
-    func startLogged(on client: isolated MosquittoClient, logger: Logger, what: String, metadata: Logger.Metadata) {
+    func startLogged(on client: isolated MosquittoClient, logger: ConnectionLogger, what: String, metadata: Logger.Metadata) {
         let failed: @Sendable (any Error) -> Void = { error in
             logger.notice("\(what) not published", metadata: metadata.merging(["error": "\(error)"]) { $1 })
         }

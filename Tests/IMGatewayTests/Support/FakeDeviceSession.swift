@@ -64,7 +64,7 @@ final class FakeDeviceSession: DeviceSession {
         return MosquittoClient.ConnectResult(sessionPresent: false, capabilities: capabilities)
     }
 
-    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: Logger) {
+    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: ConnectionLogger) {
         record.yield(.send(acknowledgements: batch.acknowledgements, receipts: batch.receipts.map(\.publish), chats: batch.chats.map(\.publish)))
         // Carbons and answers to presence probes, as the publishes they are.
         for carbon in batch.chats.compactMap(\.carbon) { record.yield(.publish(carbon)) }
