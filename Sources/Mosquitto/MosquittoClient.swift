@@ -131,12 +131,35 @@ public actor MosquittoClient {
     }
 
     /// Creates a client. Nothing happens on the network until `connect()`.
-    public init(configuration: Configuration, loop: MosquittoEventLoop = .shared) {
+    ///
+    /// With `streams` false, `messages` and `events` are finished from the start and cost
+    /// nothing (each stream keeps storage of its own for the client's life): for event-driven
+    /// code with thousands of clients, which sets ``deliverMessages(to:)`` and
+    /// ``reportEvents(to:)`` before it connects. What arrives while no handler is set is
+    /// dropped then.
+    public init(configuration: Configuration, loop: MosquittoEventLoop = .shared, streams: Bool = true) {
         self.configuration = configuration
         self.loop = loop
-        (messages, messageSink) = AsyncStream.makeStream(of: MosquittoMessage.self)
-        (events, eventSink) = AsyncStream.makeStream(of: Event.self)
+        if streams {
+            (messages, messageSink) = AsyncStream.makeStream(of: MosquittoMessage.self)
+            (events, eventSink) = AsyncStream.makeStream(of: Event.self)
+        } else {
+            (messages, messageSink) = Self.finishedMessages
+            (events, eventSink) = Self.finishedEvents
+        }
     }
+
+    /// The streams of every client made without its own (`streams: false`).
+    private static let finishedMessages = {
+        let made = AsyncStream.makeStream(of: MosquittoMessage.self)
+        made.continuation.finish()
+        return made
+    }()
+    private static let finishedEvents = {
+        let made = AsyncStream.makeStream(of: Event.self)
+        made.continuation.finish()
+        return made
+    }()
 
     // MARK: Connect and disconnect
 

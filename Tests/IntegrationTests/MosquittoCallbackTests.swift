@@ -123,6 +123,50 @@ struct MosquittoCallbackTests {
         await sender.close()
     }
 
+    @Test("a client made without streams: `messages` and `events` end at once; the handlers get every message and event")
+    func withoutStreams() async throws {
+        let broker = try await TestBroker.start()
+        let sender = makeClient(broker)
+        try await sender.connect()
+        let base = makeClient(broker)
+        let client = MosquittoClient(configuration: base.configuration, loop: base.loop, streams: false)
+        TestResources.track { await client.close() }
+        var ended = 0
+        for await _ in client.messages { Issue.record("a message on the finished stream") }
+        ended += 1
+        for await _ in client.events { Issue.record("an event on the finished stream") }
+        ended += 1
+        #expect(ended == 2)
+        let (handled, sink) = AsyncStream.makeStream(of: String.self)
+        let messages = Collector(handled)
+        let (reported, eventSink) = AsyncStream.makeStream(of: MosquittoClient.Event.self)
+        let events = Collector(reported)
+        await client.deliverMessages { message in
+            sink.yield(message.payloadString ?? "")
+            return .now
+        }
+        await client.reportEvents { eventSink.yield($0) }
+        try await client.connect()
+        guard case .connected = try await events.next(within: 10, "connected") else {
+            Issue.record("the first event was not connected")
+            return
+        }
+        try await client.subscribe("nostreams/#", qos: .atLeastOnce)
+        for index in 0..<20 {
+            try await sender.publish(topic: "nostreams/x", string: "m\(index)", qos: .atLeastOnce)
+        }
+        for index in 0..<20 {
+            #expect(try await messages.next(within: 10, "message \(index)") == "m\(index)")
+        }
+        await client.abort()
+        guard case .disconnected = try await events.next(within: 10, "disconnected") else {
+            Issue.record("the abort was not reported")
+            return
+        }
+        await client.close()
+        await sender.close()
+    }
+
     @Test("manual acknowledgement: a handler answering .later holds the PUBACK; unacknowledged the message is redelivered after abort and reconnect, acknowledged it is not")
     func laterHoldsUntilAcknowledged() async throws {
         let broker = try await TestBroker.start()

@@ -39,19 +39,21 @@ public struct DownlinkQueue<Element> {
     /// Lossy entries replaced by a newer one with the same key.
     public private(set) var coalescedCount = 0
 
-    private var lanes: [Lane]
+    /// One lane per class while anything is queued; none when the queue is empty, so that
+    /// an idle connection holds no storage of its busiest moment.
+    private var lanes: [Lane] = []
 
     /// Creates an empty queue.
     public init(lossyLimit: Int = 256) {
         precondition(lossyLimit > 0, "lossy classes must hold at least one entry")
         self.lossyLimit = lossyLimit
-        self.lanes = DownlinkClass.allCases.map { _ in Lane() }
     }
 
     /// Queues `element`. For presence and location, a `coalescingKey` (e.g. `user/device` or
     /// the sharing user) makes it replace a queued entry with the same key.
     public mutating func enqueue(_ element: Element, class kind: DownlinkClass, coalescingKey: String? = nil) {
         let index = kind.rawValue
+        if self.lanes.isEmpty { self.lanes = DownlinkClass.allCases.map { _ in Lane() } }
         if kind.isLossy, let key = coalescingKey, self.lanes[index].replace(key: key, with: element) {
             self.coalescedCount += 1
             return
@@ -66,7 +68,9 @@ public struct DownlinkQueue<Element> {
     /// The next entry by priority, or `nil` when empty.
     public mutating func dequeue() -> Element? {
         for index in self.lanes.indices where self.lanes[index].count > 0 {
-            return self.lanes[index].popFirst()
+            let element = self.lanes[index].popFirst()
+            if self.isEmpty { self.lanes = [] }
+            return element
         }
         return nil
     }
@@ -78,7 +82,7 @@ public struct DownlinkQueue<Element> {
     public var isEmpty: Bool { self.count == 0 }
 
     /// Entries queued in one class.
-    public func count(of kind: DownlinkClass) -> Int { self.lanes[kind.rawValue].count }
+    public func count(of kind: DownlinkClass) -> Int { self.lanes.isEmpty ? 0 : self.lanes[kind.rawValue].count }
 
     /// One class's entries in order; `keys` maps coalescing keys to absolute positions.
     struct Lane {

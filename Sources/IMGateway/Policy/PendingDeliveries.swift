@@ -52,7 +52,13 @@ public struct PendingDeliveries: Sendable {
     /// The device ACKed the frame with `sequence`: the delivery it was, if any.
     public mutating func remove(_ sequence: UInt32) -> Entry? {
         guard let entry = self.bySequence.removeValue(forKey: sequence) else { return nil }
-        while let first = self.order.first, self.bySequence[first] == nil { self.order.removeFirst() }
+        if self.bySequence.isEmpty {
+            // Nothing waits: no storage is kept for the next burst (thousands of idle devices).
+            self.bySequence = [:]
+            self.order = []
+        } else {
+            while let first = self.order.first, self.bySequence[first] == nil { self.order.removeFirst() }
+        }
         return entry
     }
 }

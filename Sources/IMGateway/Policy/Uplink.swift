@@ -101,6 +101,8 @@ struct Uplink<Chat> {
         var chats: [Chat] = []
         chats.reserveCapacity(min(room, self.waiting.count))
         while chats.count < room, let chat = self.waiting.popFirst() { chats.append(chat) }
+        // An idle connection keeps no storage of its busiest moment.
+        if self.waiting.isEmpty { self.waiting = Deque() }
         return chats
     }
 }

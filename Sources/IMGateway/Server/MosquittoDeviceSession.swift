@@ -49,7 +49,8 @@ final class MosquittoDeviceSession: DeviceSession {
             qos: .atLeastOnce,
             retain: true,
             properties: .gateway(sender: user))
-        self.client = MosquittoClient(configuration: configuration, loop: context.mqttLoop)
+        // Its messages and events go to the connection's mailbox (attach(to:), before connecting).
+        self.client = MosquittoClient(configuration: configuration, loop: context.mqttLoop, streams: false)
     }
 
     /// Connects (resuming the device's session if the broker kept it). Returns whether
