@@ -125,8 +125,11 @@ final class MosquittoDeviceSession: DeviceSession {
     }
 
     func enqueue(_ publish: OutgoingPublish) async throws {
-        _ = try await client.startPublish(
-            topic: publish.topic, payload: publish.payload, qos: publish.qos, retain: publish.retain, properties: publish.properties)
+        // With a completion nobody keeps the outcome: a ticket never collected would keep it
+        // for the session's life.
+        try await client.startPublish(
+            topic: publish.topic, payload: publish.payload, qos: publish.qos, retain: publish.retain, properties: publish.properties,
+            completion: { _ in })
     }
 
     func publishAll(_ publishes: [OutgoingPublish], window: Int) async throws {
