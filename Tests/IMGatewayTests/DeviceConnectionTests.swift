@@ -86,9 +86,28 @@ struct DeviceConnectionTests {
         /// cancellation).
         func next(within seconds: Int = 10) async throws -> (IMFrame, IMMessage) {
             let frame = try await bounded(seconds, "a frame from the gateway") {
-                try await channel.waitForOutboundWrite(as: IMFrame.self)
+                while true {
+                    if let frame = try written.next() { return frame }
+                    written.append(try await channel.waitForOutboundWrite(as: ByteBuffer.self))
+                }
             }
             return (frame, try IMMessage(frame: frame))
+        }
+
+        /// The bytes the connection wrote (several frames to a write, at a turn's end), as frames.
+        let written = WrittenFrames()
+
+        final class WrittenFrames: Sendable {
+            private let state = Mutex((bytes: ByteBuffer(), decoder: IMFrameDecoder()))
+
+            func append(_ buffer: ByteBuffer) {
+                var buffer = buffer
+                state.withLock { $0.bytes.writeBuffer(&buffer) }
+            }
+
+            func next() throws -> IMFrame? {
+                try state.withLock { state in try state.decoder.decode(buffer: &state.bytes) }
+            }
         }
 
         /// Runs `wait`; past `seconds` the channel is closed (ending the wait) and this throws.

@@ -28,7 +28,8 @@ import NIOCore
 final class DeviceConnection: ChannelDuplexHandler {
     typealias InboundIn = IMFrame
     typealias OutboundIn = IMFrame
-    typealias OutboundOut = IMFrame
+    /// Frames go out encoded (``write(_:)``): the frames of one turn in one buffer, one write.
+    typealias OutboundOut = ByteBuffer
 
     let gateway: GatewayContext
     var logger: ConnectionLogger
@@ -49,7 +50,9 @@ final class DeviceConnection: ChannelDuplexHandler {
     /// The channel's context and whether frames were written since the last flush.
     struct Output {
         let context: ChannelHandlerContext
-        var needsFlush = false
+        /// The frames written since the last flush, encoded one after the other: they leave
+        /// as one write (nothing is kept between turns).
+        var pending: ByteBuffer?
     }
 
     /// The device's MQTT session and what serves it.
@@ -329,8 +332,16 @@ final class DeviceConnection: ChannelDuplexHandler {
 
     func write(_ frame: IMFrame) {
         guard let context = output?.context else { return }
-        context.write(wrapOutboundOut(frame), promise: nil)
-        output?.needsFlush = true
+        // Taken out while it grows: a copy left behind would make it copy its storage.
+        var buffer = output?.pending.take() ?? context.channel.allocator.buffer(capacity: 256)
+        defer { if buffer.readableBytes > 0 { output?.pending = buffer } }
+        do {
+            try IMFrameEncoder(maxBodyLength: gateway.configuration.limits.maxBodyLength).encode(data: frame, out: &buffer)
+        } catch {
+            // Nothing was appended (the length is checked first). Only a frame this gateway
+            // built can get here: one over the body limit.
+            logger.error("a frame could not be encoded: not sent", metadata: ["error": "\(error)", "type": "\(frame.header.type)"])
+        }
     }
 
     /// Sends a message with the next sequence number.
@@ -339,17 +350,17 @@ final class DeviceConnection: ChannelDuplexHandler {
     }
 
     func flushIfNeeded() {
-        guard let output, output.needsFlush else { return }
-        self.output?.needsFlush = false
-        output.context.flush()
+        guard let context = output?.context, let pending = output?.pending.take() else { return }
+        context.writeAndFlush(wrapOutboundOut(pending), promise: nil)
     }
 
     /// Writes `frame` (after what is pending) and closes the channel once it is out.
     func writeThenClose(_ frame: IMFrame) {
         guard let context = output?.context else { return }
-        output?.needsFlush = false
+        write(frame)
+        let last = output?.pending.take() ?? context.channel.allocator.buffer(capacity: 0)
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(frame)).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(last)).whenComplete { _ in channel.close(promise: nil) }
     }
 
     /// The stream is no longer framed: say why, then close.

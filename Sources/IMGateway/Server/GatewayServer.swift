@@ -123,7 +123,7 @@ public final class GatewayServer: Service, Sendable {
                         do {
                             try child.pipeline.syncOperations.addHandlers([
                                 ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
-                                MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
+                                // (It encodes its frames itself.)
                                 DeviceConnection(
                                     gateway: context, peer: child.remoteAddress?.description ?? "?",
                                     now: child.eventLoop.now, admission: ticket),
