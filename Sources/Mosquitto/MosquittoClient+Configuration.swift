@@ -55,6 +55,12 @@ extension MosquittoClient {
         /// keep waiting for it. A client that is never connected again turns this on, or they
         /// wait until it is closed.
         public var failsPublishesOnLoss: Bool
+        /// Whether libmosquitto's copy of the will is freed once CONNACK accepts the
+        /// connection. The broker has the will from CONNECT and publishes it as usual when
+        /// this connection ends; a later ``MosquittoClient/connect()`` sends none. For a
+        /// client that is never connected again (thousands of them, each holding its will's
+        /// topic, payload and properties). Default false.
+        public var forgetsWillOnceConnected: Bool
 
         /// A configuration with the given identity and defaults for everything else.
         public init(clientID: String, host: String = "127.0.0.1", port: Int = 1883) {
@@ -76,6 +82,7 @@ extension MosquittoClient {
             self.receivesProperties = true
             self.receivesCorrelationData = false
             self.failsPublishesOnLoss = false
+            self.forgetsWillOnceConnected = false
         }
     }
 

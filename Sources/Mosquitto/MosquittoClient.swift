@@ -647,6 +647,7 @@ public actor MosquittoClient {
         io?.tlsHandshaking = false
         guard state == .connecting else { return }
         if rc == 0 {
+            if configuration.forgetsWillOnceConnected, let io { mosquitto_will_clear(io.mosq) }
             state = .connected
             let result = ConnectResult(sessionPresent: flags & 1 != 0, capabilities: capabilities)
             settleConnect(.success(result))

@@ -224,6 +224,30 @@ struct MosquittoClientTests {
     }
 
 
+    @Test("forgetsWillOnceConnected: the broker still publishes the will of the connection that sent it; a later connect sends none")
+    func willForgottenOnceConnected() async throws {
+        let broker = try await TestBroker.start()
+        let watcher = makeClient(broker)
+        let inbox = try await connected(watcher)
+        try await watcher.subscribe("status/#", qos: .atLeastOnce)
+        let device = makeClient(broker) {
+            $0.will = .init(topic: "status/dev2", payload: Array("offline".utf8), qos: .atLeastOnce)
+            $0.forgetsWillOnceConnected = true
+        }
+        try await device.connect()
+        await device.abort()
+        try await publishMarker(broker, topic: "status/marker-1")
+        #expect(try await inbox.next(within: 10, "the will").topic == "status/dev2", "the broker has the will from CONNECT")
+        #expect(try await inbox.next(within: 10, "marker 1").topic == "status/marker-1")
+        // Connected again: the client had freed its copy, so this CONNECT carried none.
+        try await device.connect()
+        await device.abort()
+        try await publishMarker(broker, topic: "status/marker-2")
+        #expect(try await inbox.next(within: 10, "marker 2").topic == "status/marker-2", "a will was published after the second connection")
+        await device.close()
+        await watcher.close()
+    }
+
     @Test("a persistent session receives what was published while it was away, in order")
     func persistentSession() async throws {
         let broker = try await TestBroker.start()

@@ -37,6 +37,8 @@ final class MosquittoDeviceSession: DeviceSession {
         // instead of waiting for the session's end (a login announcing presence when the
         // broker took the session over waited for its deadline).
         configuration.failsPublishesOnLoss = true
+        // For the same reason it needs its will no more once the broker has it.
+        configuration.forgetsWillOnceConnected = true
         // The gateway reads payloads, topics and the correlation data (the gateways' tag,
         // MessageAuthenticator) only.
         configuration.receivesProperties = false
