@@ -1,14 +1,20 @@
 import NIOCore
 
 /// A device connection's place in the gateway's counts (open connections, logged-in
-/// devices, `limits.max_connections_*`) and the promise of its end, completed once when the
-/// channel has closed and the MQTT session has ended.
+/// devices, `limits.max_connections_*`) and the promise of its end, kept once when the channel
+/// has closed and the MQTT session has ended.
 struct ConnectionLifetime {
     /// Its place in `limits.max_connections_*` (nil: not counted).
     let admission: ConnectionAdmissions.Ticket?
     let statistics: GatewayStatistics
-    /// Completed once the connection has finished; from ``opened(on:)``.
-    private(set) var finished: EventLoopPromise<Void>?
+    /// The event loop of the connection, from ``opened(on:)``.
+    private(set) var eventLoop: (any EventLoop)?
+    private var phase = Phase.new
+    /// Whoever waits for the end (``finished()``); made when first asked, which few
+    /// connections are (a newer login of the device, shutdown).
+    private var waiters: EventLoopPromise<Void>?
+
+    private enum Phase { case new, open, finished }
 
     init(admission: ConnectionAdmissions.Ticket?, statistics: GatewayStatistics) {
         self.admission = admission
@@ -17,15 +23,10 @@ struct ConnectionLifetime {
 
     /// The handler is in place on `loop`: the connection counts from now until it finishes.
     mutating func opened(on loop: any EventLoop) {
-        let finished = loop.makePromise(of: Void.self)
-        self.finished = finished
-        let connections = self.statistics.connections
-        connections.enter()
-        let admission = self.admission
-        finished.futureResult.whenComplete { _ in
-            admission?.closed()
-            connections.leave()
-        }
+        guard phase == .new else { return }
+        eventLoop = loop
+        phase = .open
+        statistics.connections.enter()
     }
 
     /// LOGIN_OK was sent.
@@ -39,8 +40,22 @@ struct ConnectionLifetime {
         self.statistics.loggedIn.subtract(1, ordering: .relaxed)
     }
 
-    /// The connection has finished.
-    func finish() {
-        self.finished?.succeed(())
+    /// Completes once the connection has finished (at once if it has). On the event loop,
+    /// after ``opened(on:)``.
+    mutating func finished() -> EventLoopFuture<Void> {
+        guard let eventLoop else { preconditionFailure("a connection's end asked for before it opened") }
+        if phase == .finished { return eventLoop.makeSucceededVoidFuture() }
+        if waiters == nil { waiters = eventLoop.makePromise(of: Void.self) }
+        return waiters!.futureResult
+    }
+
+    /// The connection has finished: it no longer counts, and whoever waits is told.
+    mutating func finish() {
+        guard phase == .open else { return }
+        phase = .finished
+        admission?.closed()
+        statistics.connections.leave()
+        waiters?.succeed(())
+        waiters = nil
     }
 }

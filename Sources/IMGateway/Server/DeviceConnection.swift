@@ -262,12 +262,12 @@ final class DeviceConnection: ChannelDuplexHandler {
     func leave(_ event: ConnectionStateMachine.Event) -> EventLoopFuture<Void> {
         perform(machine.handle(event))
         flushIfNeeded()
-        return lifetime.finished!.futureResult
+        return lifetime.finished()
     }
 
     /// Ends the device's MQTT session the way `reason` says; reports `sessionEnded`.
     func endSession(_ reason: ConnectionStateMachine.CloseReason) {
-        guard let link, let loop = lifetime.finished?.futureResult.eventLoop else {
+        guard let link, let loop = lifetime.eventLoop else {
             // Nothing to end (the machine only asks once a login opened one): done at once.
             perform(machine.handle(.sessionEnded))
             return
