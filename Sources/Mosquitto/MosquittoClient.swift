@@ -375,19 +375,17 @@ public actor MosquittoClient {
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                if let outcome = pending.takeOutcome(ticket.id) {
-                    continuation.resume(with: outcome.mapError { $0 as any Error })
-                    return
-                }
-                if Task.isCancelled {
-                    pending.abandon(ticket.id)
-                    continuation.resume(throwing: CancellationError())
-                    return
-                }
+                // An outcome that came meanwhile wins over a cancellation.
                 switch pending.awaitCompletion(ticket.id, .task(continuation)) {
-                case .settled(let outcome): continuation.resume(with: outcome.mapError { $0 as any Error })
-                case .collected: continuation.resume()
-                case .waiting: break
+                case .settled(let outcome):
+                    continuation.resume(with: outcome.mapError { $0 as any Error })
+                case .collected:
+                    if Task.isCancelled { continuation.resume(throwing: CancellationError()) } else { continuation.resume() }
+                case .waiting:
+                    if Task.isCancelled {
+                        pending.abandon(ticket.id)
+                        continuation.resume(throwing: CancellationError())
+                    }
                 }
             }
         } onCancel: {

@@ -47,7 +47,7 @@ final class DeviceConnection: ChannelDuplexHandler {
     /// The device's MQTT session, once the login opened it.
     var link: SessionLink?
 
-    /// The channel's context and whether frames were written since the last flush.
+    /// The channel's context and the frames written since the last flush.
     struct Output {
         let context: ChannelHandlerContext
         /// The frames written since the last flush, encoded one after the other: they leave
