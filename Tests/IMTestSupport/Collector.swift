@@ -35,6 +35,16 @@ package final class Collector<Element: Sendable>: Sendable {
         }
     }
 
+    /// Whether the stream finishes, with nothing left in it, within `seconds` (false when an
+    /// element comes or the time passes).
+    package func finishes(within seconds: Double = 10) async -> Bool {
+        let outcome = await state.wait(timeout: .seconds(seconds)) { (state: inout State) -> Bool? in
+            if !state.buffer.isEmpty { return false }
+            return state.finished ? true : nil
+        }
+        return outcome ?? false
+    }
+
     /// Elements received and not taken yet.
     package var pending: [Element] {
         get async { state.read(\.buffer) }
