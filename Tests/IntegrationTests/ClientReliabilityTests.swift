@@ -97,7 +97,11 @@ struct ClientReliabilityTests {
         }
         let detected = ContinuousClock.now - silent
         #expect(cause == .connectionDead)
-        #expect(detected <= bound + .seconds(1), "declared dead after \(detected); the bound is \(bound)")
+        // The exact bound is AdaptiveHeartbeatTests' (a simulated clock). Here the heartbeat
+        // must be what found the silence: the default policy would take 45 s and TCP would never
+        // say anything, while a machine busy with the rest of the suite delays the timers, so
+        // the slack is generous.
+        #expect(detected <= bound + .seconds(5), "declared dead after \(detected); the bound is \(bound)")
 
         // New connections pass: alice is back, and what she sent meanwhile arrives once.
         while true {
