@@ -39,4 +39,6 @@ public enum FaultProxyError: Error, Sendable, Hashable {
     case timedOut(FaultProxy.Statistics)
     /// The listening socket was bound but has no port (not a TCP address); the address.
     case noListeningPort(String)
+    /// ``FaultProxy/start(upstreams:listenHost:listenPort:profile:seed:group:)`` was given no upstream.
+    case noUpstream
 }

@@ -47,10 +47,22 @@ import NIOPosix
 public final class FaultProxy: Sendable {
     /// The port the proxy listens on (the one asked for, or the one the system chose for 0).
     public let port: Int
-    /// The host the proxy connects each accepted connection to.
+    /// The host the proxy connects each accepted connection to (the first of ``upstreams``).
     public var upstreamHost: String { core.upstreamHost }
-    /// The port the proxy connects each accepted connection to.
+    /// The port the proxy connects each accepted connection to (the first of ``upstreams``).
     public var upstreamPort: Int { core.upstreamPort }
+    /// Where accepted connections go: one, or a load balancer's random choice among several.
+    public var upstreams: [Upstream] { core.upstreams }
+
+    /// A host and port the proxy forwards to.
+    public struct Upstream: Sendable, Hashable {
+        public var host: String
+        public var port: Int
+        public init(host: String = "127.0.0.1", port: Int) {
+            self.host = host
+            self.port = port
+        }
+    }
 
     private let core: ProxyCore
     private let listener: any Channel
@@ -82,7 +94,25 @@ public final class FaultProxy: Sendable {
         seed: UInt64? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> FaultProxy {
-        let core = ProxyCore(upstreamHost: upstreamHost, upstreamPort: upstreamPort, seed: seed, profile: profile)
+        try await start(
+            upstreams: [Upstream(host: upstreamHost, port: upstreamPort)], listenHost: listenHost, listenPort: listenPort,
+            profile: profile, seed: seed, group: group)
+    }
+
+    /// Starts a proxy in front of several upstreams, as a load balancer: each accepted
+    /// connection goes to one drawn at random (from the connection's seeded sequence), and if
+    /// that one refuses, to the others in turn; the client's connection is closed only when
+    /// none accepts. Otherwise as ``start(upstreamHost:upstreamPort:listenHost:listenPort:profile:seed:group:)``.
+    public static func start(
+        upstreams: [Upstream],
+        listenHost: String = "127.0.0.1",
+        listenPort: Int = 0,
+        profile: FaultProfile = .none,
+        seed: UInt64? = nil,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> FaultProxy {
+        guard !upstreams.isEmpty else { throw FaultProxyError.noUpstream }
+        let core = ProxyCore(upstreams: upstreams, seed: seed, profile: profile)
         let listener = try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 256)

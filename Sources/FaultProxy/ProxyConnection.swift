@@ -79,6 +79,16 @@ final class ProxyConnection {
             return
         }
         phase = .connecting
+        let upstreams = core.upstreams
+        // Behind several upstreams the proxy is a load balancer: a random one first, then the
+        // others in turn if it refuses.
+        let first = upstreams.count > 1 ? Int(random.next() % UInt64(upstreams.count)) : 0
+        connectUpstream(order: (0..<upstreams.count).map { upstreams[(first + $0) % upstreams.count] })
+    }
+
+    /// Connects to the first of `order`; on a failure, to the next.
+    func connectUpstream(order: [FaultProxy.Upstream]) {
+        guard let target = order.first else { return }
         let bound = NIOLoopBound(self, eventLoop: eventLoop)
         ClientBootstrap(group: eventLoop)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -90,9 +100,16 @@ final class ProxyConnection {
                     )
                 }
             }
-            .connect(host: core.upstreamHost, port: core.upstreamPort)
+            .connect(host: target.host, port: target.port)
             .assumeIsolated()
-            .whenComplete { result in self.upstreamConnected(result) }
+            .whenComplete { result in
+                if case .failure = result, order.count > 1, self.phase == .connecting {
+                    self.core.updateStatistics { $0.upstreamConnectFailures += 1 }
+                    self.connectUpstream(order: Array(order.dropFirst()))
+                    return
+                }
+                self.upstreamConnected(result)
+            }
     }
 
     func upstreamConnected(_ result: Result<any Channel, any Error>) {

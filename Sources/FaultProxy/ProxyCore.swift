@@ -52,8 +52,10 @@ final class ProxyCore: Sendable {
         case stopped
     }
 
-    let upstreamHost: String
-    let upstreamPort: Int
+    /// Where connections are forwarded (one, or a load balancer's choice among several).
+    let upstreams: [FaultProxy.Upstream]
+    var upstreamHost: String { upstreams[0].host }
+    var upstreamPort: Int { upstreams[0].port }
     let seed: UInt64?
     private let state: Mutex<State>
     /// Connections numbered below this are blackholed (blackholeAll).
@@ -63,9 +65,9 @@ final class ProxyCore: Sendable {
     /// Whether every connection holds what it reads instead of forwarding it (holdAll).
     let held = Atomic<Bool>(false)
 
-    init(upstreamHost: String, upstreamPort: Int, seed: UInt64?, profile: FaultProfile) {
-        self.upstreamHost = upstreamHost
-        self.upstreamPort = upstreamPort
+    init(upstreams: [FaultProxy.Upstream], seed: UInt64?, profile: FaultProfile) {
+        precondition(!upstreams.isEmpty, "a proxy needs an upstream")
+        self.upstreams = upstreams
         self.seed = seed
         self.state = Mutex(State(profile: profile))
     }

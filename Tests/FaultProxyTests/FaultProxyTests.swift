@@ -31,6 +31,29 @@ struct FaultProxyTests {
         await server.stop()
     }
 
+    @Test("several upstreams: connections spread over those that accept, one that refuses is skipped, every round trip passes")
+    func loadBalancer() async throws {
+        let first = try await TestServer.start()
+        let second = try await TestServer.start()
+        let closed = try ClosedPort()
+        let proxy = try await FaultProxy.start(
+            upstreams: [.init(port: first.port), .init(port: closed.port), .init(port: second.port)], seed: 7)
+        for index in 0..<30 {
+            let client = try await TestClient.connect(port: proxy.port)
+            #expect(try await roundTrip(client, pattern(1_000, salt: index)) == pattern(1_000, salt: index))
+            await client.close()
+        }
+        #expect(first.counts.accepted + second.counts.accepted == 30)
+        #expect(first.counts.accepted > 0 && second.counts.accepted > 0, "\(first.counts) \(second.counts)")
+        let statistics = try await proxy.waitForStatistics { $0.connectionsOpen == 0 }
+        #expect(statistics.upstreamConnectFailures > 0, "the refusing upstream was drawn and skipped")
+        await #expect(throws: FaultProxyError.noUpstream) { try await FaultProxy.start(upstreams: []) }
+        await proxy.stop()
+        await first.stop()
+        await second.stop()
+        withExtendedLifetime(closed) {}
+    }
+
     @Test("many connections at once stay apart")
     func manyConnections() async throws {
         try await withProxy { proxy, _ in
