@@ -168,11 +168,18 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // A PostgreSQL server started as a child process (initdb in a temporary directory):
+        // for the tests (through IMTestSupport) and the chaos run of imbench.
+        .target(
+            name: "LocalPostgres",
+            dependencies: ["AsyncToolkit", "IMGateway"]
+        ),
         // Benchmarks: the gateway against the direct MQTT path in the same run.
         .executableTarget(
             name: "imbench",
             dependencies: [
                 "CMosquitto",
+                "LocalPostgres",
                 "IMArchive",
                 "IMGateway",
                 "IMGatewayAPI",
@@ -261,6 +268,7 @@ let package = Package(
             name: "IMTestSupport",
             dependencies: [
                 "AsyncToolkit",
+                "LocalPostgres",
                 "Mosquitto",
                 "CProcessShims",
                 "IMWire",
