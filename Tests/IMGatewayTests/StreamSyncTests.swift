@@ -78,19 +78,22 @@ struct StreamSyncTests {
         #expect(sync.position == 10 && sync.isLive)
     }
 
-    @Test("a gap below what the broker delivered is read from the archive once it has stayed open for the delay")
+    @Test("a message above a gap is held until the gap closes; a gap open for the delay is read from the archive, then what was held follows")
     func gapRepair() {
         var sync = StreamSync(epoch: 7, device: "phone", wantsCarbons: true, position: 5, saved: 5)
         #expect(sync.live(6) == .deliver)
-        #expect(sync.live(9) == .deliver)
+        // 7 and 8 have not come: 9 waits for them (it was stored after them).
+        #expect(sync.live(9) == .hold)
+        #expect(!sync.canRelease)
         sync.acknowledged(6)
-        sync.acknowledged(9)
         #expect(sync.position == 6 && sync.hasGap)
         let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
         #expect(sync.checkGap(now: start) == nil, "noted")
         #expect(sync.checkGap(now: start + .seconds(1)) == nil, "not yet")
-        // 7 arrives late from the broker: no longer a gap at 7, but 8 still is.
+        // 7 arrives late from the broker: delivered; 9 still waits for 8.
         #expect(sync.live(7) == .deliver)
+        #expect(!sync.canRelease)
+        #expect(sync.live(9) == .hold, "asked again too early: held again")
         sync.acknowledged(7)
         guard let repair = sync.checkGap(now: start + .seconds(2)) else {
             Issue.record("no repair read")
@@ -98,16 +101,36 @@ struct StreamSyncTests {
         }
         #expect(repair == StreamSync.Read(after: 7, through: 8, limit: StreamSync.pageSize, isRepair: true))
         #expect(sync.pageRead(Self.entries(8...8), for: repair) == [.deliver])
+        #expect(sync.canRelease, "8 is given: 9 may go")
+        #expect(sync.live(9) == .deliver)
         #expect(sync.live(8) == .duplicate, "the broker's late copy")
         sync.acknowledged(8)
+        sync.acknowledged(9)
         #expect(sync.position == 9 && !sync.hasGap)
         // A gap whose messages are gone from the archive closes all the same.
-        #expect(sync.live(12) == .deliver)
-        sync.acknowledged(12)
+        #expect(sync.live(12) == .hold)
         _ = sync.checkGap(now: start)
         let empty = sync.checkGap(now: start + .seconds(3))!
+        #expect(empty == StreamSync.Read(after: 9, through: 11, limit: StreamSync.pageSize, isRepair: true))
         #expect(sync.pageRead([], for: empty).isEmpty)
+        #expect(sync.canRelease && sync.live(12) == .deliver)
+        sync.acknowledged(12)
         #expect(sync.position == 12)
+    }
+
+    @Test("two gateways publishing in the other order than they stored: the later offset waits for the earlier, then both go in order")
+    func crossedPublishes() {
+        var sync = StreamSync(epoch: 7, device: "phone", wantsCarbons: true, position: 20, saved: 20)
+        #expect(sync.live(22) == .hold)
+        #expect(sync.live(21) == .deliver)
+        #expect(sync.canRelease)
+        #expect(sync.live(22) == .deliver)
+        // A device's own message (done without a delivery) fills a gap too.
+        #expect(sync.live(25) == .hold)
+        sync.skipped(23)
+        #expect(!sync.canRelease)
+        sync.skipped(24)
+        #expect(sync.canRelease && sync.live(25) == .deliver)
     }
 
     @Test("a SYNC from past the position moves it there; from before it re-delivers what is not given")
@@ -127,8 +150,13 @@ struct StreamSyncTests {
         _ = sync.catchUp(through: 100)
         #expect(sync.live(101) == .hold)
         sync.readFailed()
-        #expect(sync.isLive)
-        #expect(sync.live(101) == .deliver)
+        #expect(sync.isLive && sync.canRelease)
+        #expect(sync.live(101) == .deliver, "an archive that cannot be read does not stop the broker's messages")
+        #expect(sync.live(103) == .deliver)
+        // Once a read succeeds, the order holds again.
+        let read = sync.catchUp(through: 103)!
+        _ = sync.pageRead(Self.entries(1...100), for: read)
+        #expect(sync.live(105) == .hold)
     }
 
     @Test("memory stays bounded when a gap cannot be filled")

@@ -15,10 +15,14 @@ import NIOCore
 ///   has ACKed half of what it was given. Messages from the broker meanwhile are held, then
 ///   delivered or dropped as duplicates: nothing reaches the device twice, and nothing of a
 ///   conversation overtakes what came before it.
-/// - **Live**, a message from the broker is delivered unless its offset is done or given
-///   already. A gap that stays open below delivered offsets for ``gapRepairDelay`` (a
-///   message the broker lost while the device stayed online, a sender's gateway that died
-///   between storing and publishing) is read from the archive.
+/// - **Live**, a message from the broker is delivered in the order of the stream: unless its
+///   offset is done or given already, and only once every offset below it is. One that comes
+///   above a gap is held until the gap closes (normally at once: two gateways published in the
+///   other order than they stored). A gap that stays open for ``gapRepairDelay`` (a message
+///   the broker lost while the device stayed online, a sender's gateway that died between
+///   storing and publishing, a carbon not published) is read from the archive; then what was
+///   held follows. So a device never sees a message before one stored ahead of it in its
+///   stream, and one conversation's messages arrive in the order they were sent.
 struct StreamSync: Sendable {
     /// What to read from the archive.
     struct Read: Sendable, Hashable {
@@ -84,6 +88,12 @@ struct StreamSync: Sendable {
     private var done: Set<UInt64> = []
     /// Offsets given to the device (queued or written) and not ACKed yet.
     private var given: Set<UInt64> = []
+    /// Offsets of broker messages held above a gap.
+    private var waiting: Set<UInt64> = []
+    /// Whether live messages wait for the gaps below them: not after a read of the archive
+    /// failed (an archive that is down must not stop what the broker has), again after one
+    /// succeeds.
+    private(set) var ordered = true
     /// Catch-up: read after this offset, up to ``through``.
     private(set) var cursor: UInt64 = 0
     private(set) var through: UInt64 = 0
@@ -145,6 +155,7 @@ struct StreamSync: Sendable {
     /// catch-up has read up to ``through`` the sync is live again (``isLive``).
     mutating func pageRead(_ entries: [PageEntry], for read: Read) -> [PageDecision] {
         reading = false
+        ordered = true
         var decisions: [PageDecision] = []
         decisions.reserveCapacity(entries.count)
         var next = read.after + 1
@@ -173,22 +184,49 @@ struct StreamSync: Sendable {
         return decisions
     }
 
-    /// A read failed: the catch-up (or repair) stops; live messages flow. The connection tries
-    /// again later (``catchUp(from:through:)``).
+    /// A read failed: the catch-up (or repair) stops; live messages flow, gaps or not, until a
+    /// read succeeds. The connection tries again later (``catchUp(from:through:)``).
     mutating func readFailed() {
         reading = false
         phase = .live
         gapSince = nil
+        ordered = false
     }
 
     // MARK: Live
 
-    /// A message from the broker at `offset` of this epoch.
+    /// A message from the broker at `offset` of this epoch: held while catching up, or while
+    /// an offset below it is neither done nor given (``canRelease`` says when to ask again).
     mutating func live(_ offset: UInt64) -> LiveDecision {
-        if offset <= position || done.contains(offset) || given.contains(offset) { return .duplicate }
+        if offset <= position || done.contains(offset) || given.contains(offset) {
+            waiting.remove(offset)
+            return .duplicate
+        }
         if phase == .catchingUp { return .hold }
+        guard !ordered || isFilled(below: offset) else {
+            waiting.insert(offset)
+            return .hold
+        }
+        waiting.remove(offset)
         given.insert(offset)
         return .deliver
+    }
+
+    /// Whether held messages may be asked about again: live, and the lowest one held for a
+    /// gap (if any) has none below it now.
+    var canRelease: Bool {
+        guard phase == .live else { return false }
+        guard ordered, let lowest = waiting.min() else { return true }
+        return isFilled(below: lowest) || lowest <= position
+    }
+
+    /// Whether every offset between the position and `offset` is done or given.
+    private func isFilled(below offset: UInt64) -> Bool {
+        guard offset > position + 1 else { return true }
+        let between = offset - position - 1
+        // More offsets between than done and given together: one of them is missing.
+        guard between <= UInt64(given.count + done.count) else { return false }
+        return (position + 1..<offset).allSatisfy { given.contains($0) || done.contains($0) }
     }
 
     /// The device ACKed the delivery at `offset`.
@@ -227,16 +265,11 @@ struct StreamSync: Sendable {
     /// it costs a lookup.)
     var hasGap: Bool {
         guard !given.contains(position + 1) else { return false }
-        return !done.isEmpty || given.contains { $0 > position + 1 }
+        return !done.isEmpty || !waiting.isEmpty || given.contains { $0 > position + 1 }
     }
 
     private var lowestAbove: UInt64? {
-        switch (done.min(), given.filter { $0 > position }.min()) {
-        case (let a?, let b?): min(a, b)
-        case (let a?, nil): a
-        case (nil, let b?): b
-        case (nil, nil): nil
-        }
+        [done.min(), given.filter { $0 > position }.min(), waiting.filter { $0 > position }.min()].compactMap { $0 }.min()
     }
 
     // MARK: Saving

@@ -12,9 +12,11 @@ struct ArchiveLink {
     var sync: StreamSync?
     /// The position the device gave at LOGIN, for a start decided after LOGIN_OK.
     var asked: StreamPosition?
-    /// Messages from the broker held while catching up (at most the broker's receive maximum:
-    /// none of them is acknowledged to it until then).
-    var held: [(MosquittoMessage, GatewayTopics.Kind?)] = []
+    /// Messages from the broker held while catching up or above a gap, with their offsets (at
+    /// most the broker's receive maximum: none of them is acknowledged to it until then).
+    var held: [(message: MosquittoMessage, kind: GatewayTopics.Kind?, offset: UInt64)] = []
+    /// Held messages are being asked about again (``DeviceConnection/releaseHeld()``).
+    var releasing = false
     /// SYNC requests answered once the catch-up under way is done: their frames' headers, and
     /// the status and end the ACK says.
     var syncs: [(header: IMFrameHeader, status: IMSyncStatus, through: UInt64)] = []

@@ -189,11 +189,9 @@ extension DeviceConnection {
             return
         }
         guard sync.isLive else { return }
-        let held = link.held
         let syncs = link.syncs
-        machine.archive?.held = []
         machine.archive?.syncs = []
-        for (message, kind) in held { receive(message, kind) }
+        releaseHeld()
         // After the deliveries queued so far (writeSyncAcks()).
         machine.archive?.syncAcks += syncs.map { pending in
             (Ack(sequence: pending.header.sequence, streamOffset: pending.through, streamEpoch: sync.epoch, syncStatus: pending.status),
@@ -218,11 +216,24 @@ extension DeviceConnection {
     func liveDecision(_ message: MosquittoMessage, _ kind: GatewayTopics.Kind?, offset: UInt64) -> StreamSync.LiveDecision {
         guard var link = machine.archive, var sync = link.sync else { return .deliver }
         let decision = sync.live(offset)
-        if decision == .hold { link.held.append((message, kind)) }
+        if decision == .hold { link.held.append((message, kind, offset)) }
         link.sync = sync
         machine.archive = link
-        if decision == .deliver && sync.hasGap { armArchiveTimer(after: StreamSync.gapRepairDelay) }
+        if decision != .duplicate && sync.hasGap { armArchiveTimer(after: StreamSync.gapRepairDelay) }
         return decision
+    }
+
+    /// Asks again about the messages held (while catching up, or above a gap) once the sync
+    /// lets them go, in the order of their offsets: those still above a gap are held again.
+    /// Called after a message from the broker was queued, after a page, and when an offset
+    /// is done.
+    func releaseHeld() {
+        guard let link = machine.archive, !link.held.isEmpty, !link.releasing, link.sync?.canRelease == true else { return }
+        let held = link.held.sorted { $0.offset < $1.offset }
+        machine.archive?.held = []
+        machine.archive?.releasing = true
+        for entry in held { receive(entry.message, entry.kind) }
+        machine.archive?.releasing = false
     }
 
     /// The device ACKed (or the gateway dropped) the delivery at `offset`.

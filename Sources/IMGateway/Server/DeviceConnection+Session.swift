@@ -398,6 +398,8 @@ extension DeviceConnection {
                               offset: offset),
                 class: .chat)
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)
+            // Messages held above a gap this one closed follow it.
+            if offset != nil { releaseHeld() }
         case .location(let sharer):
             // Checked again at each position: a stopped or expired share (or one whose
             // audience changed) stops the stream at once.
