@@ -214,6 +214,8 @@ let package = Package(
 
         .testTarget(name: "MosquittoTests", dependencies: ["Mosquitto", "CMosquittoIO"]),
         .testTarget(name: "AsyncToolkitTests", dependencies: ["AsyncToolkit"]),
+        // The pure parts of imbench (the chaos run's checker and schedule).
+        .testTarget(name: "imbenchTests", dependencies: ["imbench"]),
         .testTarget(
             name: "IMArchiveTests",
             dependencies: [

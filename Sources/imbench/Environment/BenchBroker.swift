@@ -50,14 +50,15 @@ final class BenchBroker: Sendable {
     }
 
     /// Starts mosquitto in `directory` and returns once it logged that it is running.
-    /// Tries a few ports (one may be taken between choosing and binding).
-    static func start(in directory: URL, extraLines: [String] = [], echo: Bool) async throws -> BenchBroker {
+    /// Tries a few ports (one may be taken between choosing and binding), or only `port`
+    /// (a broker started again where it was).
+    static func start(in directory: URL, port fixedPort: Int? = nil, extraLines: [String] = [], echo: Bool) async throws -> BenchBroker {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw BenchError("\(executable) not found (apt-get install mosquitto), or pass --broker HOST:PORT")
         }
         var failures: [String] = []
-        for _ in 0..<5 {
-            let port = HostPort.freeLoopbackPort()
+        for _ in 0..<(fixedPort == nil ? 5 : 1) {
+            let port = fixedPort ?? HostPort.freeLoopbackPort()
             let config = directory.appendingPathComponent("mosquitto-\(port).conf")
             try configuration(port: port, extraLines: extraLines).write(to: config, atomically: true, encoding: .utf8)
             let process = try ChildProcess(executable: executable, arguments: ["-c", config.path], parentDeathSignal: SIGTERM)

@@ -33,10 +33,12 @@ final class BenchGateway: Sendable {
     /// (a benchmark device sends far more than a person) and no connection limits (all its
     /// devices come from one address);
     /// `extraLines` are appended as they are (YAML).
-    static func configuration(broker: BrokerAddress, listen: Int, secret: String, extraLines: [String]) -> String {
+    static func configuration(
+        broker: BrokerAddress, listen: Int, secret: String, gatewayID: String = "imbench", extraLines: [String]
+    ) -> String {
         ([
             "# Written by imbench for one run.",
-            "gateway_id: imbench",
+            "gateway_id: \(gatewayID)",
             "listen:",
             "  host: 127.0.0.1",
             "  port: \(listen)",
@@ -62,22 +64,24 @@ final class BenchGateway: Sendable {
         "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
     }
 
-    /// Starts imgw and returns once its listener accepts connections.
+    /// Starts imgw and returns once its listener accepts connections: on a free port, or on
+    /// `port` (a gateway started again where it was).
     static func start(
-        executable: String, broker: BrokerAddress, secret: String, in directory: URL, extraLines: [String] = [], echo: Bool
+        executable: String, broker: BrokerAddress, secret: String, in directory: URL, port fixedPort: Int? = nil,
+        gatewayID: String = "imbench", extraLines: [String] = [], echo: Bool
     ) async throws -> BenchGateway {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw BenchError(
                 "imgw not found at \(executable): build it into the same scratch path "
                     + "(swift build -c release --product imgw) or pass --imgw PATH")
         }
-        let port = HostPort.freeLoopbackPort()
+        let port = fixedPort ?? HostPort.freeLoopbackPort()
         // The message archive in the run's directory, unless the run configures another.
         var extraLines = extraLines
         if !extraLines.contains(where: { $0.hasPrefix("archive:") }) {
             extraLines.append("archive: {path: \(yaml(directory.appendingPathComponent("archive-\(port).sqlite").path))}")
         }
-        let text = configuration(broker: broker, listen: port, secret: secret, extraLines: extraLines)
+        let text = configuration(broker: broker, listen: port, secret: secret, gatewayID: gatewayID, extraLines: extraLines)
         do {
             try GatewayConfiguration.parse(yaml: text).validate()
         } catch {

@@ -25,7 +25,7 @@ struct HostPort: Hashable, Sendable, CustomStringConvertible, ExpressibleByArgum
 
     /// A TCP port on 127.0.0.1 that was free a moment ago (bound, read, released).
     static func freeLoopbackPort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -42,7 +42,7 @@ struct HostPort: Hashable, Sendable, CustomStringConvertible, ExpressibleByArgum
 
     /// Whether something accepts TCP connections here (a blocking connect to an IPv4 address).
     func acceptsConnections() -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = sockaddr_in()
