@@ -33,6 +33,16 @@ public protocol ArchiveStore: Sendable {
     /// How many messages and bytes the store holds now.
     func size() async throws -> ArchiveSize
 
+    /// The members of `group` (user → since, Unix milliseconds), or `nil` when the store has
+    /// no record of the group at all (never written here: a group made through a gateway
+    /// without an archive, or before archives kept groups). A group whose members were all
+    /// removed is known, and empty.
+    func groupMembers(_ group: String) async throws -> [String: UInt64]?
+
+    /// Records changes of `group`'s membership in one transaction: a user added (since) or
+    /// removed (`nil`, kept as a removal so that the group stays known).
+    func recordGroupMembers(_ group: String, _ changes: [String: UInt64?]) async throws
+
     /// Closes the store; nothing may be asked of it afterwards.
     func close() async
 

@@ -245,6 +245,21 @@ public final class MessageArchive: Sendable {
         return try await reading("position of \(user)/\(device)") { try await store.position(user: user, device: device) }
     }
 
+    /// The members of `group`, or `nil` when the archive has no record of it
+    /// (``ArchiveStore/groupMembers(_:)``).
+    public func groupMembers(_ group: String) async throws(ArchiveError) -> [String: UInt64]? {
+        let store = self.store
+        return try await reading("members of group \(group)") { try await store.groupMembers(group) }
+    }
+
+    /// Records changes of `group`'s membership (a user added since a time, or removed: `nil`),
+    /// committed when this returns. Throws ``ArchiveError/Code/unavailable`` when the store
+    /// cannot take them in ``Settings/readTimeout``.
+    public func recordGroupMembers(_ group: String, _ changes: [String: UInt64?]) async throws(ArchiveError) {
+        let store = self.store
+        try await reading("record members of group \(group)") { try await store.recordGroupMembers(group, changes) }
+    }
+
     private func reading<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws(ArchiveError) -> T {
         switch await Self.within(settings.readTimeout, body) {
         case .success(let value):

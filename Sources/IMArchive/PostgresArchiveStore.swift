@@ -104,6 +104,12 @@ public final class PostgresArchiveStore: ArchiveStore {
         """,
         "CREATE INDEX IF NOT EXISTS imgw_entry_message ON imgw_entry (message)",
         "CREATE TABLE IF NOT EXISTS imgw_stream (name text PRIMARY KEY, last bigint NOT NULL)",
+        // Schema 2: group memberships (since null: removed).
+        """
+        CREATE TABLE IF NOT EXISTS imgw_group_member (
+          grp text NOT NULL, user_id text NOT NULL, since bigint,
+          PRIMARY KEY (grp, user_id))
+        """,
         """
         CREATE TABLE IF NOT EXISTS imgw_position (
           user_id text NOT NULL, device text NOT NULL, off bigint NOT NULL, updated bigint NOT NULL,
@@ -111,8 +117,9 @@ public final class PostgresArchiveStore: ArchiveStore {
         """,
     ]
 
-    /// The schema version this imgw writes.
-    static let schemaVersion = "1"
+    /// The schema version this imgw writes. Tables of version 1 (no group memberships) are
+    /// brought to it at start (the table is created above).
+    static let schemaVersion = "2"
 
     /// Creates the tables (one gateway at a time: an advisory lock) and returns the epoch.
     private static func prepare(_ connection: PostgresConnection, logger: Logger) async throws -> ArchiveEpoch {
@@ -127,6 +134,10 @@ public final class PostgresArchiveStore: ArchiveStore {
             var values: [String: String] = [:]
             for try await (key, value) in try await connection.query("SELECT key, value FROM imgw_meta", logger: logger).decode((String, String).self) {
                 values[key] = value
+            }
+            if values["schema"] == "1" {
+                try await connection.query("UPDATE imgw_meta SET value = \(schemaVersion) WHERE key = 'schema'", logger: logger)
+                values["schema"] = schemaVersion
             }
             if let schema = values["schema"], schema != schemaVersion {
                 throw ArchiveError(.corrupt, "the archive's tables are of schema \(schema), written by another imgw version (this one writes \(schemaVersion))")
@@ -526,6 +537,45 @@ public final class PostgresArchiveStore: ArchiveStore {
             }
         } catch {
             throw Self.failure(error, "the archive could not read the position of \(user)/\(device)")
+        }
+    }
+
+    public func groupMembers(_ group: String) async throws -> [String: UInt64]? {
+        let logger = self.logger
+        do {
+            return try await pooled { connection in
+                var known = false
+                var members: [String: UInt64] = [:]
+                let rows = try await connection.query("SELECT user_id, since FROM imgw_group_member WHERE grp = \(group)", logger: logger)
+                for try await (user, since) in rows.decode((String, Int64?).self) {
+                    known = true
+                    if let since { members[user] = UInt64(since) }
+                }
+                return known ? members : nil
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not read the members of group \(group)")
+        }
+    }
+
+    public func recordGroupMembers(_ group: String, _ changes: [String: UInt64?]) async throws {
+        guard !changes.isEmpty else { return }
+        let logger = self.logger
+        do {
+            try await pooled { connection in
+                try await Self.transaction(on: connection, logger: logger) { connection in
+                    for (user, since) in changes.sorted(by: { $0.key < $1.key }) {
+                        let value = since.map { Int64(clamping: $0) }
+                        try await connection.query(
+                            """
+                            INSERT INTO imgw_group_member (grp, user_id, since) VALUES (\(group), \(user), \(value))
+                            ON CONFLICT (grp, user_id) DO UPDATE SET since = EXCLUDED.since
+                            """, logger: logger)
+                    }
+                }
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not record the members of group \(group)")
         }
     }
 

@@ -98,6 +98,9 @@ public final class SQLiteArchiveStore: ArchiveStore {
             try db.execute(sql: "INSERT INTO meta(key, value) VALUES ('kind', ?), ('epoch', ?)",
                            arguments: [kind, String(ArchiveEpoch.random().rawValue)])
         }
+        migrator.registerMigration("v2-groups") { db in
+            for statement in groupSchema { try db.execute(sql: statement) }
+        }
         let known = migrator.migrations
         try pool.read { db in
             let applied = try migrator.appliedIdentifiers(db)
@@ -143,6 +146,15 @@ public final class SQLiteArchiveStore: ArchiveStore {
           user TEXT NOT NULL, device TEXT NOT NULL, offset INTEGER NOT NULL, updated INTEGER NOT NULL,
           PRIMARY KEY (user, device)) WITHOUT ROWID
         """,
+    ]
+
+    /// The tables added by the second version: group memberships (`since` null: removed).
+    static let groupSchema = [
+        """
+        CREATE TABLE group_member (
+          grp TEXT NOT NULL, user TEXT NOT NULL, since INTEGER,
+          PRIMARY KEY (grp, user)) WITHOUT ROWID
+        """
     ]
 
     public func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome] {
@@ -405,6 +417,28 @@ public final class SQLiteArchiveStore: ArchiveStore {
         try await pool.read { db in
             try Int64.fetchOne(db, sql: "SELECT offset FROM position WHERE user = ? AND device = ?", arguments: [user, device])
                 .map { UInt64($0) }
+        }
+    }
+
+    public func groupMembers(_ group: String) async throws -> [String: UInt64]? {
+        try await pool.read { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT user, since FROM group_member WHERE grp = ?", arguments: [group])
+            guard !rows.isEmpty else { return nil }
+            var members: [String: UInt64] = [:]
+            for row in rows {
+                if let since = row[1] as Int64? { members[row[0]] = UInt64(since) }
+            }
+            return members
+        }
+    }
+
+    public func recordGroupMembers(_ group: String, _ changes: [String: UInt64?]) async throws {
+        guard !changes.isEmpty else { return }
+        try await pool.write { db in
+            let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO group_member (grp, user, since) VALUES (?, ?, ?)")
+            for (user, since) in changes.sorted(by: { $0.key < $1.key }) {
+                try statement.execute(arguments: [group, user, since.map { Int64(clamping: $0) }])
+            }
         }
     }
 

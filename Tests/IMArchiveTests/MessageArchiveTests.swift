@@ -63,6 +63,10 @@ final class FaultyStore: ArchiveStore {
         try await inner.deleteMessages(acceptedBefore: serverTime, limit: limit)
     }
     func size() async throws -> ArchiveSize { try await inner.size() }
+    func groupMembers(_ group: String) async throws -> [String: UInt64]? { try await inner.groupMembers(group) }
+    func recordGroupMembers(_ group: String, _ changes: [String: UInt64?]) async throws {
+        try await inner.recordGroupMembers(group, changes)
+    }
     func close() async { await inner.close() }
 }
 

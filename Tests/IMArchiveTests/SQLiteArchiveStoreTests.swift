@@ -95,6 +95,31 @@ struct SQLiteArchiveStoreTests {
         await store.close()
     }
 
+    @Test("group memberships: unknown until recorded, added and removed (a group whose members all left is known and empty); a file of the first schema gets the table")
+    func groupMembers() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        // A file as the first schema made it (GRDB's migrations table says v1).
+        let queue = try DatabaseQueue(path: scratch.path)
+        try await queue.write { db in
+            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1')")
+            for statement in SQLiteArchiveStore.schema { try db.execute(sql: statement) }
+            try db.execute(sql: "INSERT INTO meta(key, value) VALUES ('kind', 'imgw-archive'), ('epoch', '77')")
+        }
+        try queue.close()
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        #expect(store.epoch.rawValue == 77)
+        #expect(try await store.groupMembers("team") == nil)
+        try await store.recordGroupMembers("team", ["alice": 10, "bob": 11])
+        try await store.recordGroupMembers("team", ["carol": 12, "bob": nil])
+        #expect(try await store.groupMembers("team") == ["alice": 10, "carol": 12])
+        try await store.recordGroupMembers("team", ["alice": nil, "carol": nil])
+        #expect(try await store.groupMembers("team") == [:])
+        #expect(try await store.groupMembers("other") == nil)
+        await store.close()
+    }
+
     @Test("the epoch is kept across reopening; a new file has another one")
     func epoch() async throws {
         let scratch = try Scratch()

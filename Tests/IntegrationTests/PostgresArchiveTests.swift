@@ -201,13 +201,32 @@ struct PostgresArchiveTests {
     func newerSchema() async throws {
         let postgres = try await TestPostgres.start()
         await (try await Self.open(postgres)).close()
-        try await postgres.client("psql", postgres.psqlArguments + ["-c", "UPDATE imgw_meta SET value = '2' WHERE key = 'schema'"])
+        try await postgres.client("psql", postgres.psqlArguments + ["-c", "UPDATE imgw_meta SET value = '3' WHERE key = 'schema'"])
         await #expect {
             _ = try await Self.open(postgres)
         } throws: { error in
             guard let error = error as? ArchiveError else { return false }
-            return error.code == .corrupt && error.message.contains("schema 2")
+            return error.code == .corrupt && error.message.contains("schema 3")
         }
+    }
+
+    @Test("group memberships: unknown until recorded, added and removed (a group whose members all left is known and empty); tables of schema 1 are brought to 2")
+    func groupMembers() async throws {
+        let postgres = try await TestPostgres.start()
+        // Schema 1 as an older imgw left it: no group table.
+        await (try await Self.open(postgres)).close()
+        try await postgres.client("psql", postgres.psqlArguments + ["-c", "DROP TABLE imgw_group_member; UPDATE imgw_meta SET value = '1' WHERE key = 'schema'"])
+        let store = try await Self.open(postgres)
+        #expect(try await store.groupMembers("team") == nil)
+        try await store.recordGroupMembers("team", ["alice": 10, "bob": 11])
+        try await store.recordGroupMembers("team", ["carol": 12, "bob": nil])
+        #expect(try await store.groupMembers("team") == ["alice": 10, "carol": 12])
+        try await store.recordGroupMembers("team", ["alice": nil, "carol": nil])
+        #expect(try await store.groupMembers("team") == [:])
+        #expect(try await store.groupMembers("other") == nil)
+        let schema = try await postgres.client("psql", postgres.psqlArguments + ["-At", "-c", "SELECT value FROM imgw_meta WHERE key = 'schema'"])
+        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "2")
+        await store.close()
     }
 
     @Test("a URL that is not one, a server that is not there, and a user or database it does not know give clear errors")
