@@ -37,6 +37,34 @@ struct GroupMembershipsTests {
         #expect(groups.count == 2 && groups.members(of: "d") == .some(nil))
     }
 
+    @Test("with an archive: what it holds, with the changes published since the subscription on top; the broker's retained copies count only for a group the archive does not know")
+    func archiveBacked() {
+        var groups = GroupMemberships(capacity: 10, archiveBacked: true)
+        _ = groups.lookup("team")
+        // The broker restarted from an older save: it replays carol, removed since.
+        groups.apply(group: "team", user: "carol", since: 1, retained: true)
+        // Another gateway adds dave while this one reads the archive.
+        groups.apply(group: "team", user: "dave", since: 9)
+        #expect(groups.synced("team", archived: ["alice": 2, "bob": 3])?.members == ["alice": 2, "bob": 3, "dave": 9])
+        // Followed: a change applies, a retained replay does not.
+        groups.apply(group: "team", user: "alice", since: nil)
+        groups.apply(group: "team", user: "carol", since: 1, retained: true)
+        #expect(groups.lookup("team") == .known(["bob": 3, "dave": 9]))
+        // A group the archive does not know (made before archives kept groups): the broker's.
+        _ = groups.lookup("old")
+        groups.apply(group: "old", user: "erin", since: 5, retained: true)
+        groups.apply(group: "old", user: "erin", since: nil)
+        groups.apply(group: "old", user: "fay", since: 6, retained: true)
+        #expect(groups.synced("old", archived: nil)?.members == ["fay": 6], "erin's removal came after her replay")
+        // Without an archive, the broker's retained copies are the group.
+        var plain = GroupMemberships(capacity: 10)
+        _ = plain.lookup("team")
+        plain.apply(group: "team", user: "carol", since: 1, retained: true)
+        #expect(plain.synced("team")?.members == ["carol": 1])
+        plain.apply(group: "team", user: "gus", since: 7, retained: true)
+        #expect(plain.lookup("team") == .known(["carol": 1, "gus": 7]))
+    }
+
     @Test("a failed lookup leaves the group unknown; a reset forgets the groups followed, not a lookup under way")
     func failures() {
         var groups = GroupMemberships(capacity: 10)

@@ -61,6 +61,35 @@ struct GroupTests {
         #expect(queued == ["g-1", "g-2", "g-3"], "in the order alice sent them")
     }
 
+    @Test("the broker loses every retained membership (kill -9 before a save): with the archive, the group and a removal in it hold, and group chat goes on")
+    func membershipSurvivesBroker() async throws {
+        let port = freePort()
+        var broker = try await TestBroker.start(port: port)
+        let archive = IMGWProcess.Archive.sqliteFile(broker.directory.appendingPathComponent("groups-archive.sqlite").path)
+        var gateway = try await IMGWProcess.start(broker: broker, api: true, archive: archive)
+        #expect(try await Self.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob","carol"]}"#).status == 201)
+        #expect(try await Self.api(gateway, "DELETE", "/v1/groups/team/members/carol").status == 200)
+
+        // The gateway restarts (nothing in memory) on a broker that lost everything.
+        _ = await gateway.stop(within: .seconds(10))
+        await broker.kill9()
+        broker = try await TestBroker.start(port: port)
+        gateway = try await IMGWProcess.start(broker: broker, api: true, archive: archive)
+        let alice = try await device(gateway, "alice")
+        let bob = try await device(gateway, "bob")
+        let carol = try await device(gateway, "carol")
+        let ack = try await alice.groupChat("team", id: "after-restart", text: "still a group")
+        #expect(ack.error == nil, "the group is gone with the broker's state: \(ack)")
+        if ack.error == nil {
+            let delivery = try await bob.nextDelivery()
+            #expect(delivery.group == "team" && delivery.messageID == "after-restart")
+        }
+        let refused = try await carol.groupChat("team", id: "carol-1", text: "removed before")
+        #expect(refused.error == .forbidden, "the removal holds too")
+        let listed = try await Self.api(gateway, "GET", "/v1/groups/team/members")
+        #expect(listed.status == 200 && listed.body.contains("alice") && listed.body.contains("bob") && !listed.body.contains("carol"), "\(listed.body)")
+    }
+
     @Test("membership: a member added while offline gets what follows, not what came before; a removed member gets nothing after the removal; a non-member is FORBIDDEN", arguments: BrokerKind.allCases)
     func membershipChanges(on kind: BrokerKind) async throws {
         let broker = try await kind.start()

@@ -207,7 +207,7 @@ final class ControlClient: Sendable {
         if case .groupMember(let group, let user)? = context.topics.classify(message.topic) {
             guard context.isFromAGateway(message) else { return }
             let since = message.payload.isEmpty ? nil : (try? PayloadCodec.decode(GroupMemberPayload.self, from: message.payload))?.since
-            context.groups.apply(group: group, user: user, since: since)
+            context.groups.apply(group: group, user: user, since: since, retained: message.retain)
             return
         }
         if let user = revokedUser(message.topic) {

@@ -3,10 +3,12 @@ import IMWire
 import Logging
 import Mosquitto
 
-/// The server API's group operations (docs/openapi.yaml). Membership is retained on the broker,
-/// one message per member (`{prefix}/g/{group}/members/{user}`, tagged), so concurrent changes
-/// through different gateways do not overwrite each other; this gateway reads it through its
-/// ``GroupDirectory``, like its devices' group chats.
+/// The server API's group operations (docs/openapi.yaml). Membership is recorded in the message
+/// archive, if there is one (where it survives the broker's state), then retained on the
+/// broker, one message per member (`{prefix}/g/{group}/members/{user}`, tagged), so concurrent
+/// changes through different gateways do not overwrite each other and every gateway following
+/// the group hears of them; this gateway reads it through its ``GroupDirectory``, like its
+/// devices' group chats.
 extension ServerAPI {
     private var maxMembers: Int { context.configuration.groups.maxMembers }
 
@@ -31,6 +33,7 @@ extension ServerAPI {
                 return .conflict(.init(body: .json(Self.error("conflict", "group \(group) exists; add members one by one"))))
             }
             let since = unixMilliseconds()
+            try await context.archive?.recordGroupMembers(group, Dictionary(uniqueKeysWithValues: members.map { ($0, since) }))
             try await OutgoingPublish.publishAll(members.map { membership(group: group, user: $0, since: since) }, window: 64) {
                 try await broker.publish($0)
             }
@@ -74,6 +77,7 @@ extension ServerAPI {
                 return .conflict(.init(body: .json(Self.error("limit_reached", "group \(group) has \(maxMembers) members, the most it may"))))
             }
             let since = unixMilliseconds()
+            try await context.archive?.recordGroupMembers(group, [user: since])
             try await broker.publish(membership(group: group, user: user, since: since))
             context.groups.apply(group: group, user: user, since: since)
             log("API group member added", ["group": "\(group)", "user": "\(user)"])
@@ -94,6 +98,7 @@ extension ServerAPI {
             guard try await context.groups.members(of: group)[user] != nil else {
                 return .ok(.init(body: .json(.init(group: group, user: user, removed: false))))
             }
+            try await context.archive?.recordGroupMembers(group, [user: nil])
             // An empty retained message clears the membership.
             try await broker.publish(OutgoingPublish(topic: context.topics.groupMember(group: group, user: user), payload: [], qos: .atLeastOnce, retain: true))
             context.groups.apply(group: group, user: user, since: nil)

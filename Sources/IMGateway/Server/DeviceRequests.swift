@@ -81,6 +81,9 @@ struct DeviceRequests: Sendable {
             try await perform(job, header: header)
         } catch let error as IMIdentifierError {
             reply(Ack.refusing(sequence: header.sequence, code: .invalidUserID, message: "\(error)"), to: header)
+        } catch let error as ArchiveError {
+            // A group's members could not be read from the archive: later.
+            reply(Ack.storeUnavailable(sequence: header.sequence, retryAfter: error.retryAfter ?? 1_000, message: error.message), to: header)
         } catch {
             reply(Ack.refusing(sequence: header.sequence, code: .brokerUnavailable, message: "\(error)"), to: header)
         }

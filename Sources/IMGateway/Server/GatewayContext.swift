@@ -60,7 +60,7 @@ final class GatewayContext: Sendable {
         self.gatewayID = configuration.gatewayID
         self.dedup = DedupStore()
         self.shares = LocationShareDirectory(maxDuration: Double(configuration.location.maxShareDuration))
-        self.groups = GroupDirectory(topics: configuration.topics, capacity: configuration.groups.cache)
+        self.groups = GroupDirectory(topics: configuration.topics, capacity: configuration.groups.cache, archive: archive)
         self.connectGate = AsyncSemaphore(limit: 64)
         self.logger = logger
         let statistics = GatewayStatistics()
