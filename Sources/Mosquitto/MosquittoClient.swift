@@ -178,6 +178,7 @@ public actor MosquittoClient {
         }
         let io = try prepareHandle()
         state = .connecting
+        pending.connectStarted()
         aborting = false
         loop.forgetSocket(io)
         io.ownedByConnector = true
@@ -204,7 +205,6 @@ public actor MosquittoClient {
         }
         io.connectDeadline = monotonicNanoseconds() + UInt64(max(configuration.connectTimeout, 0.1) * 1e9)
         loop.markDirty(io)
-        pending.connectStarted()
         return try await withCheckedThrowingContinuation { continuation in
             // CONNACK's outcome may have come already (a refusal, and the connection closed
             // right after it).
@@ -628,6 +628,7 @@ public actor MosquittoClient {
     /// The connection ended (on_disconnect, a failed TLS handshake, abort, timeout).
     private func connectionEnded(_ reason: LossReason) {
         guard state == .connecting || state == .connected || state == .disconnecting else { return }
+        if state == .connecting { pending.connectEnded(.connectionLost(reason)) }
         state = .disconnected
         if let io {
             io.connectDeadline = nil

@@ -47,6 +47,15 @@ struct PendingOperations<ConnectWaiter, SubscribeWaiter, UnsubscribeWaiter, Publ
         earlyConnectOutcome = nil
     }
 
+    /// The connection ended while a connect was under way and before it waited for CONNACK
+    /// (nothing listens: libmosquitto reports it as the socket is set up): the connect, when it
+    /// waits, gets `error`, unless an outcome (a refusal, which says more) is kept already.
+    /// With a waiter, nothing: ``failAll(_:includingPublishes:)`` tells it.
+    mutating func connectEnded(_ error: MosquittoError) {
+        guard connectWaiter == nil, earlyConnectOutcome == nil else { return }
+        earlyConnectOutcome = .failure(error)
+    }
+
     /// CONNACK's outcome if it came before the connect waited for it (taken: a second call
     /// finds none). A refusal is kept even when the connection has ended since.
     mutating func takeConnack() -> Result<MosquittoClient.ConnectResult, MosquittoError>? {

@@ -17,6 +17,28 @@ struct ConnectRetryTests {
         #expect(!ConnectRetry.mayPass(MosquittoError.connectionLost(.normal)))
     }
 
+    @Test("a broker that cannot be reached (nothing listens, no CONNACK) is tried every 250 ms until the deadline less the reserve; a refusal's delays are not used up by it")
+    func unreachable() {
+        let now = ContinuousClock.now
+        let lost = MosquittoError.connectionLost(.error(code: 7, message: "The connection was lost."))
+        #expect(ConnectRetry.isUnreachable(lost) && ConnectRetry.isUnreachable(MosquittoError.connectTimeout))
+        #expect(!ConnectRetry.isUnreachable(Self.unspecified) && !ConnectRetry.isUnreachable(MosquittoError.connectionLost(.normal)))
+        var retry = ConnectRetry(deadline: now + .seconds(10))
+        var waited = Duration.zero
+        while let delay = retry.delay(after: lost, now: now + waited) {
+            #expect(delay == ConnectRetry.unreachableDelay)
+            waited += delay
+        }
+        #expect(waited == .seconds(9), "every 250 ms through the login's time, less the reserve")
+        #expect(retry.tries == 37)
+        // The refusals' own delays are all still there.
+        var mixed = ConnectRetry(deadline: now + .seconds(60))
+        _ = mixed.delay(after: lost, now: now)
+        #expect(mixed.delay(after: Self.unspecified, now: now) == .milliseconds(100))
+        #expect(mixed.delay(after: lost, now: now) == ConnectRetry.unreachableDelay)
+        #expect(mixed.delay(after: Self.unspecified, now: now) == .milliseconds(300))
+    }
+
     @Test("with time enough, the delays grow in turn, then stop")
     func delays() {
         let now = ContinuousClock.now

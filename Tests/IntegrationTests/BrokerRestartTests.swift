@@ -1,5 +1,6 @@
 import AsyncToolkit
 import Foundation
+import IMClient
 import IMGateway
 import IMWire
 import Testing
@@ -68,6 +69,46 @@ struct BrokerRestartTests {
         #expect(deliveries > 0)
         #expect(repeats.isEmpty, "delivered again without RESEND, though sent once: \(repeats.prefix(20))")
         for gateway in gateways { await gateway.stop() }
+        await broker.stop()
+    }
+}
+
+extension BrokerRestartTests {
+    @Test("the broker down for 6 s: IMClient devices with the default backoff are back within 2 s of its restart, since their logins wait at the gateway for it instead of failing and backing off")
+    func loginsWaitForTheBroker() async throws {
+        var broker = try await TestBroker.start()
+        let port = broker.port
+        let gateway = try await IMGWProcess.start(broker: broker)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        var clients: [IMClient] = []
+        var events: [Collector<IMClient.Event>] = []
+        for index in 0..<8 {
+            let client = try await tracked(IMClient.connect(IMClient.Configuration(
+                port: gateway.port, token: try await minter.mint(user: "waiter\(index)"), deviceID: "phone")))
+            clients.append(client)
+            events.append(Collector(client.events))
+        }
+        await broker.kill9()
+        for collector in events {
+            while true {
+                if case .reconnecting = try await collector.next(within: 15, "the drop") { break }
+            }
+        }
+        // The outage: long enough for a client refused at each try to reach its (2-4] s level.
+        try await Task.sleep(for: .seconds(6))
+        broker = try await TestBroker.start(port: port)
+        let restarted = ContinuousClock.now
+        var late: [String] = []
+        for (index, collector) in events.enumerated() {
+            while true {
+                if case .reconnected = try await collector.next(within: 30, "back after the restart") { break }
+            }
+            let back = ContinuousClock.now - restarted
+            if back > .seconds(2) { late.append("waiter\(index) after \(back)") }
+        }
+        #expect(late.isEmpty, "back more than 2 s after the broker restarted: \(late); imgw: \(gateway.output.text.withLock { $0 }.suffix(4000))")
+        for client in clients { await client.close() }
+        await gateway.stop()
         await broker.stop()
     }
 }

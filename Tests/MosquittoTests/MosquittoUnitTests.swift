@@ -103,6 +103,20 @@ struct MosquittoUnitTests {
         #expect(configuration.maxInflightPublishes > 0)
     }
 
+    @Test("connecting where no broker listens fails at once with a lost connection (what a login tries again after)")
+    func nothingListens() async {
+        let loop = MosquittoEventLoop(name: "unit-loop")
+        defer { loop.shutdown() }
+        let client = MosquittoClient(configuration: .init(clientID: "nobody-home", host: "127.0.0.1", port: 1), loop: loop)
+        await #expect {
+            _ = try await client.connect()
+        } throws: { error in
+            guard case MosquittoError.connectionLost(.error) = error else { return false }
+            return true
+        }
+        await client.close()
+    }
+
     @Test("a client runs on its loop's thread")
     func executor() async {
         let loop = MosquittoEventLoop(name: "unit-loop")

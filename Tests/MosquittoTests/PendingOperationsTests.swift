@@ -37,6 +37,30 @@ import Testing
         #expect(answer4 == nil)
     }
 
+    @Test func aConnectionLostBeforeTheConnectWaitsIsItsOutcomeUnlessARefusalCameFirst() {
+        var pending = Pending()
+        pending.connectStarted()
+        pending.connectEnded(.connectionLost(.error(code: 7, message: "The connection was lost.")))
+        guard case .failure(.connectionLost(.error(let code, _)))? = pending.takeConnack() else {
+            Issue.record("the loss was not kept for the connect")
+            return
+        }
+        #expect(code == 7)
+        pending.connectStarted()
+        _ = pending.connackArrived(.failure(.connectionRefused(.notAuthorized)))
+        pending.connectEnded(.connectionLost(.error(code: 7, message: "The connection was lost.")))
+        guard case .failure(.connectionRefused(.notAuthorized))? = pending.takeConnack() else {
+            Issue.record("the refusal was not kept")
+            return
+        }
+        // With a waiter, the end is failAll's to tell.
+        pending.connectStarted()
+        pending.awaitConnack("connect")
+        pending.connectEnded(.connectionLost(.aborted))
+        #expect(pending.failAll(.connectionLost(.aborted), includingPublishes: false).connect == "connect")
+        #expect(pending.takeConnack() == nil)
+    }
+
     @Test func aKeptRefusalSurvivesTheConnectionsEndButNotTheNextConnect() {
         var pending = Pending()
         let answer5 = pending.connackArrived(.failure(.connectionRefused(.badUsernameOrPassword)))

@@ -111,7 +111,10 @@ extension DeviceConnection {
                 await session.end(.takenOver)
                 if mailbox.isDeviceGone { return await abandoned() }
                 if let delay = retry.delay(after: error, now: .now) {
-                    logger.notice("the broker refused the session; trying again", metadata: [
+                    // A broker that cannot be reached is tried every 250 ms: one line for the
+                    // first, the rest at debug (the line for the session taken says how many).
+                    let level: Logger.Level = ConnectRetry.isUnreachable(error) && retry.tries > 2 ? .debug : .notice
+                    logger.log(level: level, "the broker did not take the session; trying again", metadata: [
                         "error": "\(error)", "tries": "\(retry.tries - 1)", "delay": "\(delay)",
                     ])
                     try? await Task.sleep(for: delay)
