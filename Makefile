@@ -17,7 +17,7 @@ WATCHDOG = python3 scripts/test-watchdog --stall $(TEST_STALL_SECONDS) --limit $
 RUN_DIR ?= run
 BROKER_PORT ?= 1883
 
-.PHONY: all deps test-deps build release test unit-test integration-test run clean help bench openapi
+.PHONY: all deps test-deps build release test unit-test integration-test run clean help bench openapi chaos
 
 all: build
 
@@ -26,6 +26,7 @@ help:
 	@echo "make test   install what is missing, build, run every test (+ $(FUZZ_SECONDS) s of fuzzing);"
 	@echo "            a test run stalled for TEST_STALL_SECONDS=$(TEST_STALL_SECONDS) or longer than TEST_LIMIT_SECONDS=$(TEST_LIMIT_SECONDS) is stopped"
 	@echo "make fuzz   fuzz the IMWire frame decoder (FUZZ_SECONDS=$(FUZZ_SECONDS))"
+	@echo "make chaos  the chaos run: CHAOS_SECONDS=$(CHAOS_SECONDS) of crashes, cuts and stalls, seed CHAOS_SEED=$(CHAOS_SEED) (docs/RELIABILITY.md)"
 
 ## Install the Debian packages we build and test against, if any is missing.
 deps:
@@ -78,6 +79,8 @@ release: deps
 
 # Tests that load both cores: run alone (see test).
 STRESS_TESTS = 'OneUserFuzzTests|ChatRateLimitIntegrationTests/flooder'
+# The chaos run's minute (imbench chaos, a fixed seed): alone too.
+CHAOS_TESTS = 'ChaosRunTests'
 # Run once more with libmosquitto's internals off (MOSQUITTO_SWIFT_INTERNALS=off, which the
 # imgw processes the tests start inherit): the Mosquitto library's tests and the gateway's core
 # integration tests.
@@ -92,11 +95,13 @@ test: test-deps
 	  printf '%s\n' "$$out"; echo "error: the test watchdog's own tests failed (scripts/test_watchdog.py)"; exit 1; }
 	@if [ "$(FUZZ_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SECONDS); fi
 	$(SWIFT) build --build-tests
-	@# The server API's schemathesis run and the floods (hundreds of connections of one user,
-	@# a device writing chat as fast as it can) keep both cores busy for a while: on their own,
-	@# after the rest, so that they do not starve the timing of the others.
-	$(WATCHDOG) $(SWIFT) test --skip-build --skip APIConformanceTests --skip $(STRESS_TESTS)
+	@# The server API's schemathesis run, the floods (hundreds of connections of one user,
+	@# a device writing chat as fast as it can) and the chaos run's minute keep both cores busy
+	@# for a while: on their own, after the rest, so that they do not starve the timing of the
+	@# others.
+	$(WATCHDOG) $(SWIFT) test --skip-build --skip APIConformanceTests --skip $(STRESS_TESTS) --skip $(CHAOS_TESTS)
 	$(WATCHDOG) $(SWIFT) test --skip-build --filter $(STRESS_TESTS)
+	$(WATCHDOG) $(SWIFT) test --skip-build --filter $(CHAOS_TESTS)
 	MOSQUITTO_SWIFT_INTERNALS=off $(WATCHDOG) $(SWIFT) test --skip-build --filter $(INTERNALS_OFF_TESTS)
 	$(WATCHDOG) $(SWIFT) test --skip-build --filter APIConformanceTests
 
@@ -127,6 +132,19 @@ bench: deps
 	  $$BIN/imbench connect --users 4500 && \
 	  $$BIN/imbench weak --seconds 60 --seed 7 && \
 	  $$BIN/imbench weak --seconds 60 --seed 7 --outage-mode blackhole
+
+## The chaos run (docs/RELIABILITY.md): CHAOS_SECONDS of chat under kills, stops, cuts and
+## stalls of two gateways, the broker, PostgreSQL and the links, release build; the report on
+## stdout, its JSON in $(RUN_DIR)/chaos.json; exit 1 on anything lost, duplicated, unexpected,
+## reordered or unanswered, or a device slower than 5 s to come back.
+CHAOS_SECONDS ?= 600
+CHAOS_SEED ?= 20261127
+chaos: test-deps
+	$(SWIFT) build -c release --product imgw
+	$(SWIFT) build -c release --product imbench
+	@mkdir -p $(RUN_DIR)
+	BIN=$$($(SWIFT) build -c release --show-bin-path); \
+	  $$BIN/imbench chaos --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --json $(RUN_DIR)/chaos.json
 
 ## Start the daemon: imgw with its embedded broker (TLV clients on 127.0.0.1:6969, the
 ## broker on 127.0.0.1:$(BROKER_PORT), its data and the message archive under $(RUN_DIR)/).

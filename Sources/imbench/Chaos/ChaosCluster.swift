@@ -62,6 +62,14 @@ actor ChaosCluster {
     static func start(_ settings: Settings, in directory: URL) async throws -> ChaosCluster {
         Log.info("chaos: starting PostgreSQL, mosquitto and \(settings.gateways) imgw in \(directory.path)")
         let postgres = try await PostgresServer.start(port: HostPort.freeLoopbackPort())
+        // Interrupted: an immediate shutdown (the postmaster ends its backends), then its files.
+        ChildRegistry.shared.onTerminate { [postgres] in
+            guard let pid = postgres.pid else { return }
+            kill(pid, SIGCONT)
+            kill(pid, SIGQUIT)
+            for _ in 0..<100 where kill(pid, 0) == 0 { usleep(20_000) }
+            try? FileManager.default.removeItem(at: postgres.directory)
+        }
         do {
             let broker = try await BenchBroker.start(in: directory, extraLines: brokerLines(directory), echo: settings.verbose)
             var links: [FaultProxy] = []

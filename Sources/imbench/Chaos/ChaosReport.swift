@@ -63,6 +63,7 @@ struct ChaosReport: Sendable {
 
     var json: JSONLine {
         var line = JSONLine()
+        line.add("benchmark", "chaos")
         line.add("seed", .string(String(seed)))
         line.add("seconds", seconds, decimals: 0)
         line.add("gateways", gateways)

@@ -21,6 +21,9 @@ final class ChildRegistry: Sendable {
         var children: [pid_t: ChildProcess] = [:]
         var directories: [String] = []
         var signalsInstalled = false
+        /// What else stops at SIGINT/SIGTERM (processes that are not our children's
+        /// ``ChildProcess``es, such as a PostgreSQL server's).
+        var onTerminate: [@Sendable () -> Void] = []
     }
 
     private let state = Mutex(State())
@@ -39,6 +42,12 @@ final class ChildRegistry: Sendable {
     /// Stops tracking a child that was stopped.
     func forget(_ child: ChildProcess) {
         _ = state.withLock { $0.children.removeValue(forKey: child.pid) }
+    }
+
+    /// Runs `body` (synchronously, briefly) when SIGINT or SIGTERM ends the run.
+    func onTerminate(_ body: @escaping @Sendable () -> Void) {
+        installSignalHandlers()
+        state.withLock { $0.onTerminate.append(body) }
     }
 
     /// Removes `path` at the end of the run.
@@ -90,7 +99,8 @@ final class ChildRegistry: Sendable {
 
     /// Synchronous teardown for the signal handler.
     private func terminateAllNow() {
-        let children = state.withLock { Array($0.children.values) }
+        let (children, extra) = state.withLock { (Array($0.children.values), $0.onTerminate) }
+        for body in extra { body() }
         for child in children { child.signal(SIGTERM) }
         let deadline = MonotonicClock.nanoseconds() + 2_000_000_000
         while children.contains(where: { !$0.hasExited }) && MonotonicClock.nanoseconds() < deadline {
