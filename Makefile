@@ -3,7 +3,7 @@
 
 SHELL := /bin/bash
 SWIFT ?= swift
-APT_PACKAGES := libmosquitto-dev libsqlite3-dev mosquitto mosquitto-clients zlib1g-dev libssl-dev pkg-config openssl curl
+APT_PACKAGES := libmosquitto-dev libsqlite3-dev mosquitto mosquitto-clients zlib1g-dev libssl-dev pkg-config openssl curl binutils
 # Seconds of decoder fuzzing in `make test` (0 skips it).
 FUZZ_SECONDS ?= 30
 # The test watchdog (scripts/test-watchdog) stops `swift test` when no test has started or ended
@@ -17,7 +17,7 @@ WATCHDOG = python3 scripts/test-watchdog --stall $(TEST_STALL_SECONDS) --limit $
 RUN_DIR ?= run
 BROKER_PORT ?= 1883
 
-.PHONY: all deps test-deps build release test unit-test integration-test run clean help bench openapi chaos
+.PHONY: all deps test-deps build release test unit-test integration-test run clean help bench openapi chaos release-check
 
 all: build
 
@@ -104,6 +104,15 @@ test: test-deps
 	$(WATCHDOG) $(SWIFT) test --skip-build --filter $(CHAOS_TESTS)
 	MOSQUITTO_SWIFT_INTERNALS=off $(WATCHDOG) $(SWIFT) test --skip-build --filter $(INTERNALS_OFF_TESTS)
 	$(WATCHDOG) $(SWIFT) test --skip-build --filter APIConformanceTests
+	$(MAKE) --no-print-directory release-check
+
+## Release builds of imgw and imcli, checked for async code that reads a thread-local through
+## an address computed before a suspension (scripts/tls-across-awaits: what made imgw die with
+## "Call to unlock Mutex on a thread which hasn't acquired the lock"; docs/RELIABILITY.md).
+release-check: deps
+	$(SWIFT) build -c release --product imgw
+	$(SWIFT) build -c release --product imcli
+	BIN=$$($(SWIFT) build -c release --show-bin-path); python3 scripts/tls-across-awaits $$BIN/imgw $$BIN/imcli
 
 unit-test: test-deps
 	$(WATCHDOG) $(SWIFT) test --filter '^(MosquittoTests|IMWireTests|IMGatewayTests|IMClientTests|FaultProxyTests)\.'
@@ -143,6 +152,7 @@ chaos: test-deps
 	$(SWIFT) build -c release --product imgw
 	$(SWIFT) build -c release --product imbench
 	@mkdir -p $(RUN_DIR)
+	BIN=$$($(SWIFT) build -c release --show-bin-path); python3 scripts/tls-across-awaits $$BIN/imgw
 	BIN=$$($(SWIFT) build -c release --show-bin-path); \
 	  $$BIN/imbench chaos --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --json $(RUN_DIR)/chaos.json
 

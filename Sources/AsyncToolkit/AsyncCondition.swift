@@ -31,6 +31,17 @@ public final class AsyncCondition<State: Sendable>: Sendable {
 
     private let storage: Mutex<Storage>
 
+    // Every method that takes the lock is `@inline(never)`, and `wait` takes it only through
+    // such a method. Synchronization's Mutex on Linux stamps the lock word with the thread id
+    // that `_swift_stdlib_gettid()` keeps in a thread-local. Inlined into an async function
+    // (AsyncSemaphore.run: a lock before `await operation()`, one after), the optimizer may
+    // reuse that thread-local's address across the suspension, so the task, resumed on
+    // another thread, locks and unlocks under the first thread's id: harmless until another
+    // thread waits for the lock, and then FUTEX_UNLOCK_PI fails with EPERM and the process
+    // stops with "Call to unlock Mutex on a thread which hasn't acquired the lock" (found by
+    // the chaos run, in the connect gate during login storms, release builds only). In a frame
+    // of its own, the id is read on the thread that runs it.
+
     public init(_ state: State) {
         self.storage = Mutex(Storage(state: state))
     }
@@ -38,6 +49,7 @@ public final class AsyncCondition<State: Sendable>: Sendable {
     /// Runs `body` on the state under the lock; waiters whose condition now holds are resumed
     /// (after the lock is released).
     @discardableResult
+    @inline(never)
     public func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
         let (result, wakes) = try storage.withLock { storage -> (Result, [Wake]) in
             let result = try body(&storage.state)
@@ -48,22 +60,23 @@ public final class AsyncCondition<State: Sendable>: Sendable {
     }
 
     /// The state, or what `body` makes of it (under the lock, nobody is woken).
+    @inline(never)
     public func read<Result>(_ body: (State) -> Result) -> Result {
         storage.withLock { body($0.state) }
     }
 
     /// Waiting tasks.
-    public var waiting: Int { storage.withLock { $0.waiters.count } }
+    public var waiting: Int { waiterCount() }
+
+    @inline(never)
+    private func waiterCount() -> Int { storage.withLock { $0.waiters.count } }
 
     /// Waits until `condition` returns a value, and returns it; `nil` if `timeout` passes (or
     /// the task is cancelled) first.
     public func wait<Value: Sendable>(
         timeout: Duration? = nil, until condition: @escaping @Sendable (inout State) -> Value?
     ) async -> Value? {
-        let (ready, id) = storage.withLock { storage -> (Value?, UInt64) in
-            storage.nextID += 1
-            return (condition(&storage.state), storage.nextID)
-        }
+        let (ready, id) = firstAttempt(condition)
         if let ready {
             // What it took may let others go (it rarely does; it costs nothing when none wait).
             withLock { _ in }
@@ -85,7 +98,17 @@ public final class AsyncCondition<State: Sendable>: Sendable {
         }
     }
 
+    /// A new wait's number, and its value if its condition holds at once.
+    @inline(never)
+    private func firstAttempt<Value: Sendable>(_ condition: @Sendable (inout State) -> Value?) -> (Value?, UInt64) {
+        storage.withLock { storage -> (Value?, UInt64) in
+            storage.nextID += 1
+            return (condition(&storage.state), storage.nextID)
+        }
+    }
+
     /// Adds the waiter `id`, unless its condition holds already or it expired meanwhile.
+    @inline(never)
     private func register<Value: Sendable>(
         _ id: UInt64, _ condition: @escaping @Sendable (inout State) -> Value?, _ continuation: CheckedContinuation<Value?, Never>
     ) {
@@ -109,6 +132,7 @@ public final class AsyncCondition<State: Sendable>: Sendable {
     }
 
     /// Ends the wait `id` with `nil`, or marks it to end as soon as it registers.
+    @inline(never)
     private func expire(_ id: UInt64) {
         let expire = storage.withLock { storage -> Wake? in
             guard let index = storage.waiters.firstIndex(where: { $0.id == id }) else {
