@@ -37,7 +37,7 @@ struct ChaosRunTests {
         #expect(status == 0, "imbench chaos failed (wait status \(status)):\n\(output.suffix(8000))")
         let result = try IMBenchTests.json(output)
         #expect(result["passed"] as? Bool == true)
-        for anomaly in ["lost", "duplicated", "unexpected", "reordered", "unanswered", "recoveries_over_bound"] {
+        for anomaly in ["lost", "duplicated", "unexpected", "reordered", "unanswered", "recoveries_over_bound", "gateway_crashes"] {
             #expect(result[anomaly] as? Int == 0, "\(anomaly): \(result[anomaly] ?? "missing")")
         }
         // It did what it says: chat flowed, faults came, devices came back from them.

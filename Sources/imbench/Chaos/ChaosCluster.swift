@@ -41,6 +41,8 @@ actor ChaosCluster {
     private var databasePaused = false
     /// In front of the gateways, one per device.
     private(set) var deviceLinks: [FaultProxy] = []
+    /// Told when a gateway exits by itself (what it printed last), before it is started again.
+    private var crashed: @Sendable (Int, String) -> Void = { _, _ in }
 
     private init(
         settings: Settings, directory: URL, postgres: PostgresServer, broker: BenchBroker, brokerLinks: [FaultProxy], apiPorts: [Int]
@@ -117,9 +119,10 @@ actor ChaosCluster {
                     executable: settings.imgw, broker: BrokerAddress(endpoint: HostPort(host: "127.0.0.1", port: brokerLinks[index].port)),
                     secret: settings.secret, in: directory, port: gatewayPorts[index], gatewayID: "chaos-\(index + 1)",
                     extraLines: BenchAPI.configurationLines(port: apiPorts[index], key: settings.apiKey, maxMembers: 100) + [archiveLine],
-                    echo: settings.verbose)
+                    echo: settings.verbose, logFile: directory.appendingPathComponent("imgw-\(index + 1).log"))
                 gateways[index] = gateway
                 gatewayPaused[index] = false
+                Task { await self.watch(gateway, index) }
                 return
             } catch {
                 if let attempts, tried >= attempts { throw error }
@@ -127,6 +130,24 @@ actor ChaosCluster {
                 try await Task.sleep(for: .seconds(1))
             }
         }
+    }
+
+    /// Sets what is told of a gateway that exits by itself.
+    func onCrash(_ body: @escaping @Sendable (Int, String) -> Void) {
+        crashed = body
+    }
+
+    /// Waits for `gateway` to end: if it is still the one at `index` (nobody killed or
+    /// stopped it), it exited by itself: that is told, and it is started again, as a
+    /// supervisor would.
+    private func watch(_ gateway: BenchGateway, _ index: Int) async {
+        let status = await gateway.process.waitForExit()
+        guard gateways[index] === gateway else { return }
+        gateways[index] = nil
+        gatewayPaused[index] = false
+        ChildRegistry.shared.forget(gateway.process)
+        crashed(index, "wait status \(status): \(gateway.output.last(12))")
+        try? await startGateway(index)
     }
 
     /// kill -9 of gateway `index`; false if it was not running.

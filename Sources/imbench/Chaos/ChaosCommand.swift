@@ -142,6 +142,10 @@ struct ChaosCommand: AsyncParsableCommand {
         _ cluster: ChaosCluster, plan: ChaosPlan, schedule: ChaosSchedule, seed: UInt64, secret: String, apiKey: String
     ) async throws -> ChaosReport {
         let ledger = ChaosLedger(devices: plan.directory.deviceUsers.count)
+        await cluster.onCrash { index, text in
+            ledger.log("gateway \(index + 1) exited by itself (started again): \(text)")
+            ledger.note("gateway crashed", "gateway \(index + 1): \(text)")
+        }
         try await cluster.addDeviceLinks(plan.directory.deviceUsers.count, seed: seed)
         let links = await cluster.deviceLinks
 

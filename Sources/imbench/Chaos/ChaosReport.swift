@@ -20,7 +20,10 @@ struct ChaosReport: Sendable {
     /// Spells that took longer than the bound.
     var slowBacks: [ChaosRecovery.Back] { backs.filter { $0.seconds > maxRecovery }.sorted { $0.seconds > $1.seconds } }
 
-    var passed: Bool { verdict.passed && slowBacks.isEmpty && lastLogins.synced == lastLogins.of }
+    /// Gateways that exited by themselves (a crash is a defect whatever else held).
+    var crashes: Int { snapshot.notes["gateway crashed"] ?? 0 }
+
+    var passed: Bool { verdict.passed && slowBacks.isEmpty && lastLogins.synced == lastLogins.of && crashes == 0 }
 
     var text: String {
         var lines: [String] = []
@@ -39,7 +42,7 @@ struct ChaosReport: Sendable {
         let worst = sortedBacks.last.map { String(format: "%.2f s", $0) } ?? "-"
         let median = sortedBacks.isEmpty ? "-" : String(format: "%.2f s", sortedBacks[sortedBacks.count / 2])
         lines.append("  devices back after a recovery: \(backs.count) times, median \(median), longest \(worst), over \(Self.seconds(maxRecovery)): \(slowBacks.count)")
-        lines.append("  last logins caught up (SYNC): \(lastLogins.synced) of \(lastLogins.of)")
+        lines.append("  last logins caught up (SYNC): \(lastLogins.synced) of \(lastLogins.of); gateways that exited by themselves: \(crashes)")
         if !snapshot.notes.isEmpty {
             lines.append("  events: " + snapshot.notes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
@@ -92,6 +95,7 @@ struct ChaosReport: Sendable {
         line.add("recoveries_over_bound", slowBacks.count)
         line.add("recovery_bound_s", maxRecovery, decimals: 1)
         line.add("last_logins_synced", lastLogins.synced)
+        line.add("gateway_crashes", crashes)
         var notes = JSONLine()
         for (kind, count) in snapshot.notes.sorted(by: { $0.key < $1.key }) { notes.add(kind, count) }
         line.add("events", .object(notes))

@@ -65,10 +65,10 @@ final class BenchGateway: Sendable {
     }
 
     /// Starts imgw and returns once its listener accepts connections: on a free port, or on
-    /// `port` (a gateway started again where it was).
+    /// `port` (a gateway started again where it was); what it prints also goes to `logFile`.
     static func start(
         executable: String, broker: BrokerAddress, secret: String, in directory: URL, port fixedPort: Int? = nil,
-        gatewayID: String = "imbench", extraLines: [String] = [], echo: Bool
+        gatewayID: String = "imbench", extraLines: [String] = [], echo: Bool, logFile: URL? = nil
     ) async throws -> BenchGateway {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw BenchError(
@@ -91,7 +91,7 @@ final class BenchGateway: Sendable {
         try text.write(to: config, atomically: true, encoding: .utf8)
         let process = try ChildProcess(executable: executable, arguments: ["serve", "--config", config.path], parentDeathSignal: SIGTERM)
         ChildRegistry.shared.track(process)
-        let output = OutputTail(prefix: "[imgw] ", echo: echo)
+        let output = OutputTail(prefix: "[imgw] ", echo: echo, logFile: logFile)
         _ = await output.follow(process, until: nil, within: 0)
         let endpoint = HostPort(host: "127.0.0.1", port: port)
         let deadline = MonotonicClock.nanoseconds() + 20_000_000_000

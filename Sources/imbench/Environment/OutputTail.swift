@@ -1,3 +1,4 @@
+import Foundation
 import IMGateway
 import Synchronization
 
@@ -8,14 +9,30 @@ final class OutputTail: Sendable {
     private let limit: Int
     private let prefix: String
     private let echo: Bool
+    /// Every line also goes here, if set (appended).
+    private let file: Mutex<FileHandle?>
 
     /// - Parameters:
     ///   - prefix: Put before each echoed line, e.g. `[imgw] `.
     ///   - echo: Copy every line to stderr.
-    init(prefix: String, echo: Bool, limit: Int = 200) {
+    ///   - logFile: Append every line to this file too (created if need be).
+    init(prefix: String, echo: Bool, limit: Int = 200, logFile: URL? = nil) {
         self.prefix = prefix
         self.echo = echo
         self.limit = limit
+        var handle: FileHandle?
+        if let logFile {
+            if !FileManager.default.fileExists(atPath: logFile.path) {
+                FileManager.default.createFile(atPath: logFile.path, contents: nil)
+            }
+            handle = try? FileHandle(forWritingTo: logFile)
+            _ = try? handle?.seekToEnd()
+        }
+        file = Mutex(handle)
+    }
+
+    deinit {
+        file.withLock { try? $0?.close() }
     }
 
     /// Reads `process`'s output for as long as it runs; returns once a line contains
@@ -27,6 +44,7 @@ final class OutputTail: Sendable {
 
     private func append(_ line: String) {
         if echo { Log.info(prefix + line) }
+        file.withLock { try? $0?.write(contentsOf: Data((line + "\n").utf8)) }
         lines.withLock { lines in
             lines.append(line)
             if lines.count > limit { lines.removeFirst(lines.count - limit) }
