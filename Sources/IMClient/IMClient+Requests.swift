@@ -261,6 +261,7 @@ extension IMClient {
             // chat until then, so those in flight behind this one come back too, and all go
             // again in their order.
             outbox.restore([entry])
+            retriedRefusals += 1
             let pause = Duration.milliseconds(Int64(ack.retryAfter ?? 1000))
             chatPausedUntil = max(chatPausedUntil ?? now, now + pause)
             schedule()
@@ -268,6 +269,7 @@ extension IMClient {
         }
         if let code = ack.error, entry.durable, [IMErrorCode.rateLimited, .brokerUnavailable].contains(code) {
             // "Later": the gateway could not take it now. Back in the outbox after a pause.
+            retriedRefusals += 1
             deferred.append((entry.id, entry, now + .seconds(1)))
             schedule()
             return

@@ -76,6 +76,11 @@ public actor IMClient {
     /// back as ``Configuration/syncPosition`` when it starts again.
     public var syncPosition: StreamPosition? { router.cursor.position }
 
+    /// Requests the gateway refused with "later" (RATE_LIMITED, STORE_UNAVAILABLE,
+    /// BROKER_UNAVAILABLE) that this client sent again by itself, since it was made: what an
+    /// app sees of them is only a later answer. For diagnostics.
+    public internal(set) var retriedRefusals = 0
+
     /// The session id this client puts in its frames (any value is valid).
     static let sessionID: UInt16 = 1
 

@@ -195,6 +195,7 @@ struct IMClientEmbeddedTests {
         #expect(chat.messageID == "m-5")
         try await gateway.write(.ack(Ack(sequence: again.header.sequence, messageID: "m-5", serverTime: 3)))
         #expect(try await sent.serverTime == 3)
+        #expect(await client.retriedRefusals == 1, "counted for diagnostics")
         await client.close()
     }
 
@@ -245,6 +246,7 @@ struct IMClientEmbeddedTests {
         let order = try await Self.ackChats(4, from: gateway, serverTime: 7)
         #expect(order == ["q-0", "q-1", "q-2", "q-3"])
         for task in tasks { #expect(try await task.value.serverTime == 7) }
+        #expect(await client.retriedRefusals == 3)
         await client.close()
     }
 

@@ -64,6 +64,7 @@ actor ChaosDevice {
     /// Closes the client (the app goes away); keeps the position for the next ``open()``.
     func closeClient() async {
         guard let client else { return }
+        ledger.retried(await client.retriedRefusals)
         position = await client.syncPosition ?? position
         self.client = nil
         generation += 1
@@ -100,6 +101,7 @@ actor ChaosDevice {
         guard generation == self.generation else { return }
         ledger.note("client ended", "\(name)")
         ledger.wentDown(index)
+        ledger.retried(await client.retriedRefusals)
         position = await client.syncPosition ?? position
         self.client = nil
         Task { await self.open() }

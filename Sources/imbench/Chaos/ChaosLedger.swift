@@ -16,6 +16,8 @@ final class ChaosLedger: Sendable {
         /// Events the checker does not judge but the report shows (kicks, refused logins).
         var notes: [String: Int] = [:]
         var examples: [String] = []
+        /// Refusals with a time to retry that the clients sent again by themselves.
+        var retried = 0
     }
 
     private let state: Mutex<State>
@@ -94,6 +96,11 @@ final class ChaosLedger: Sendable {
         }
     }
 
+    /// Adds a closed client's count of refusals it retried by itself.
+    func retried(_ count: Int) {
+        state.withLock { $0.retried += count }
+    }
+
     // MARK: Faults
 
     func window(_ window: ChaosRecovery.Window) {
@@ -117,13 +124,14 @@ final class ChaosLedger: Sendable {
         var timeline: [String]
         var notes: [String: Int]
         var examples: [String]
+        var retried: Int
     }
 
     var snapshot: Snapshot {
         state.withLock { state in
             Snapshot(
                 sends: state.sends, arrivals: state.arrivals, spells: state.spells, windows: state.windows,
-                timeline: state.timeline, notes: state.notes, examples: state.examples)
+                timeline: state.timeline, notes: state.notes, examples: state.examples, retried: state.retried)
         }
     }
 

@@ -35,7 +35,8 @@ struct ChaosReport: Sendable {
         lines.append("")
         lines.append("Result:")
         let refused = verdict.refused.isEmpty ? "0" : verdict.refused.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-        lines.append("  sent \(verdict.sent), acked \(verdict.acked), refused \(refused), unanswered \(verdict.unanswered.count + verdict.pending.count)")
+        lines.append("  sent \(verdict.sent), acked \(verdict.acked), refused for good \(refused), unanswered \(verdict.unanswered.count + verdict.pending.count)")
+        lines.append("  refused with a time to retry and sent again by the clients (fine): \(snapshot.retried)")
         lines.append("  deliveries owed \(verdict.owed), made \(verdict.delivered); unacknowledged messages delivered anyway \(verdict.unackedDelivered)")
         lines.append("  lost \(verdict.lost.count), duplicated \(verdict.duplicated.count), unexpected \(verdict.unexpected.count), reordered \(verdict.reordered.count)")
         let sortedBacks = backs.map(\.seconds).sorted()
@@ -81,6 +82,7 @@ struct ChaosReport: Sendable {
         for (code, count) in verdict.refused.sorted(by: { $0.key < $1.key }) { refused.add(code, count) }
         line.add("refused", .object(refused))
         line.add("unanswered", verdict.unanswered.count + verdict.pending.count)
+        line.add("refused_and_retried", snapshot.retried)
         line.add("deliveries_owed", verdict.owed)
         line.add("deliveries_made", verdict.delivered)
         line.add("unacked_delivered", verdict.unackedDelivered)
