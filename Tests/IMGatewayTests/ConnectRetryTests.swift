@@ -22,6 +22,7 @@ struct ConnectRetryTests {
         let now = ContinuousClock.now
         let lost = MosquittoError.connectionLost(.error(code: 7, message: "The connection was lost."))
         #expect(ConnectRetry.isUnreachable(lost) && ConnectRetry.isUnreachable(MosquittoError.connectTimeout))
+        #expect(ConnectRetry.isUnreachable(MosquittoError.library(code: 14, message: "Connection refused")), "the blocking connect's refusal")
         #expect(!ConnectRetry.isUnreachable(Self.unspecified) && !ConnectRetry.isUnreachable(MosquittoError.connectionLost(.normal)))
         var retry = ConnectRetry(deadline: now + .seconds(10))
         var waited = Duration.zero

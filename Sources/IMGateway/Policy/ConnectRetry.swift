@@ -42,6 +42,8 @@ struct ConnectRetry: Sendable, Hashable {
     static func isUnreachable(_ error: any Error) -> Bool {
         switch error as? MosquittoError {
         case .connectionLost(.error)?, .connectTimeout?, .notConnected?: true
+        // MOSQ_ERR_ERRNO: the blocking connect (libmosquitto's internals off) refused at once.
+        case .library(let code, _)? where code == 14: true
         default: false
         }
     }
