@@ -27,7 +27,8 @@ package enum ProcessDescriptors {
         }.sorted { $0.fd < $1.fd }
     }
 
-    /// Whether a process's descriptor is close-on-exec (the `flags` line of /proc/PID/fdinfo).
+    /// Whether a process's descriptor is close-on-exec (the `flags` line of /proc/PID/fdinfo);
+    /// nil when it is not open (any more).
     package static func isCloseOnExec(_ fd: Int32, of pid: pid_t) -> Bool? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/fdinfo/\(fd)", encoding: .utf8),
               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("flags:") }),

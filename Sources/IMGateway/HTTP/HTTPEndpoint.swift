@@ -25,6 +25,7 @@ public final class HTTPEndpoint: Service, CustomStringConvertible, Sendable {
         logger[metadataKey: "component"] = "\(name)"
         let application = Application(
             router: router,
+            server: .http1CloseOnExec(),
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in
                 _ = try? await channel.eventLoop.submit { CloseOnExec.mark(channel) }.get()
@@ -56,8 +57,7 @@ public final class HTTPEndpoint: Service, CustomStringConvertible, Sendable {
 }
 
 /// The request context of imgw's HTTP endpoints: Hummingbird's, and the name of the caller's
-/// API key once it checked out. Each request's connection is marked close-on-exec (NIO
-/// accepts without SOCK_CLOEXEC, and Hummingbird sets up its connections itself).
+/// API key once it checked out.
 public struct GatewayRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The name of the API key the request carried, once ``APIKeyMiddleware`` accepted it.
@@ -65,8 +65,6 @@ public struct GatewayRequestContext: RequestContext {
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = CoreRequestContextStorage(source: source)
-        let channel = source.channel
-        channel.eventLoop.execute { CloseOnExec.mark(channel) }
     }
 }
 
