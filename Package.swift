@@ -220,6 +220,7 @@ let package = Package(
             name: "IMArchiveTests",
             dependencies: [
                 "IMArchive",
+                "IMTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

@@ -9,11 +9,15 @@ public struct ArchiveMessage: Sendable, Hashable {
         /// For the sender's own copy: the device that sent it (which has it already and is
         /// not sent it again); `nil` for a message received.
         public var origin: String?
+        /// The conversation it is part of, as the stream's user sees it (the other user of a
+        /// one-to-one message, or the group); `nil`: in no conversation's history.
+        public var conversation: Conversation?
 
         /// A copy for `stream`.
-        public init(stream: String, origin: String? = nil) {
+        public init(stream: String, origin: String? = nil, conversation: Conversation? = nil) {
             self.stream = stream
             self.origin = origin
+            self.conversation = conversation
         }
     }
 

@@ -43,6 +43,18 @@ public protocol ArchiveStore: Sendable {
     /// removed (`nil`, kept as a removal so that the group stays known).
     func recordGroupMembers(_ group: String, _ changes: [String: UInt64?]) async throws
 
+    /// A page of `stream`'s entries in `conversation` from `position`, at most `limit`,
+    /// oldest first.
+    func history(stream: String, conversation: Conversation, position: HistoryPosition, limit: Int) async throws -> HistoryPage
+
+    /// A page of `user`'s conversations, the most recent first: those whose newest message
+    /// is older than offset `before` (`nil`: from the newest), at most `limit`.
+    func conversations(user: String, before: UInt64?, limit: Int) async throws -> ConversationPage
+
+    /// Marks `conversation` read by `user` up to offset `through` of the user's stream (a
+    /// marker never moves back) and counts what is left unread.
+    func markRead(user: String, conversation: Conversation, through: UInt64) async throws -> ReadMarkOutcome
+
     /// Closes the store; nothing may be asked of it afterwards.
     func close() async
 

@@ -245,6 +245,28 @@ public final class MessageArchive: Sendable {
         return try await reading("position of \(user)/\(device)") { try await store.position(user: user, device: device) }
     }
 
+    /// A page of `conversation`'s history in `stream` (``ArchiveStore/history(stream:conversation:position:limit:)``).
+    public func history(stream: String, conversation: Conversation, position: HistoryPosition, limit: Int) async throws(ArchiveError) -> HistoryPage {
+        let store = self.store
+        return try await reading("history of \(conversation) for \(stream)") {
+            try await store.history(stream: stream, conversation: conversation, position: position, limit: limit)
+        }
+    }
+
+    /// A page of `user`'s conversation list (``ArchiveStore/conversations(user:before:limit:)``).
+    public func conversations(user: String, before: UInt64?, limit: Int) async throws(ArchiveError) -> ConversationPage {
+        let store = self.store
+        return try await reading("conversations of \(user)") { try await store.conversations(user: user, before: before, limit: limit) }
+    }
+
+    /// Marks `conversation` read by `user` up to `through` (``ArchiveStore/markRead(user:conversation:through:)``).
+    public func markRead(user: String, conversation: Conversation, through: UInt64) async throws(ArchiveError) -> ReadMarkOutcome {
+        let store = self.store
+        return try await reading("read marker of \(conversation) for \(user)") {
+            try await store.markRead(user: user, conversation: conversation, through: through)
+        }
+    }
+
     /// The members of `group`, or `nil` when the archive has no record of it
     /// (``ArchiveStore/groupMembers(_:)``).
     public func groupMembers(_ group: String) async throws(ArchiveError) -> [String: UInt64]? {

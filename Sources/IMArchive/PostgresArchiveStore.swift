@@ -24,7 +24,8 @@ import Synchronization
 /// Tables (``schema``), all named `imgw_*` so that they can share a database with the app's:
 /// `imgw_message` (each body once), `imgw_entry` (a message at an offset of a stream),
 /// `imgw_stream` (each stream's last offset), `imgw_position` (devices' positions),
-/// `imgw_meta` (the epoch and the schema's version).
+/// `imgw_conversation` (each user's conversations: newest message, read marker, unread count),
+/// `imgw_group_member` (group memberships), `imgw_meta` (the epoch and the schema's version).
 public final class PostgresArchiveStore: ArchiveStore {
     public let epoch: ArchiveEpoch
     private let client: PostgresClient
@@ -110,6 +111,16 @@ public final class PostgresArchiveStore: ArchiveStore {
           grp text NOT NULL, user_id text NOT NULL, since bigint,
           PRIMARY KEY (grp, user_id))
         """,
+        // Schema 3: each entry's conversation, and each user's conversation list.
+        "ALTER TABLE imgw_entry ADD COLUMN IF NOT EXISTS conversation text",
+        "CREATE INDEX IF NOT EXISTS imgw_entry_conversation ON imgw_entry (stream, conversation, off)",
+        """
+        CREATE TABLE IF NOT EXISTS imgw_conversation (
+          user_id text NOT NULL, peer text NOT NULL, last_off bigint NOT NULL, last_time bigint NOT NULL,
+          read_through bigint NOT NULL, unread integer NOT NULL,
+          PRIMARY KEY (user_id, peer))
+        """,
+        "CREATE INDEX IF NOT EXISTS imgw_conversation_recent ON imgw_conversation (user_id, last_off)",
         """
         CREATE TABLE IF NOT EXISTS imgw_position (
           user_id text NOT NULL, device text NOT NULL, off bigint NOT NULL, updated bigint NOT NULL,
@@ -117,9 +128,36 @@ public final class PostgresArchiveStore: ArchiveStore {
         """,
     ]
 
-    /// The schema version this imgw writes. Tables of version 1 (no group memberships) are
-    /// brought to it at start (the table is created above).
-    static let schemaVersion = "2"
+    /// The schema version this imgw writes. Tables of versions 1 (no group memberships) and 2
+    /// (no conversations) are brought to it at start (``historyUpgrade``).
+    static let schemaVersion = "3"
+
+    /// Brings tables of schema 1 or 2 to 3 (the tables and columns are created above): the
+    /// conversation of each entry stored before, from the bodies (imgw writes them as JSON
+    /// with `from`, `to` and `group`), and the conversation lists.
+    static let historyUpgrade = [
+        """
+        UPDATE imgw_entry e SET conversation = CASE
+            WHEN b.doc ->> 'group' IS NOT NULL THEN 'g:' || (b.doc ->> 'group')
+            WHEN e.stream = b.sender THEN 'u:' || (b.doc ->> 'to')
+            ELSE 'u:' || b.sender END
+        FROM (SELECT id, sender, convert_from(body, 'UTF8')::jsonb AS doc FROM imgw_message) b
+        WHERE b.id = e.message AND e.conversation IS NULL
+        """,
+        """
+        INSERT INTO imgw_conversation (user_id, peer, last_off, last_time, read_through, unread)
+        SELECT stream, conversation, max(off), 0, coalesce(max(CASE WHEN origin IS NOT NULL THEN off END), 0), 0
+        FROM imgw_entry WHERE conversation IS NOT NULL GROUP BY stream, conversation
+        ON CONFLICT DO NOTHING
+        """,
+        """
+        UPDATE imgw_conversation c SET
+          last_time = coalesce((SELECT m.server_time FROM imgw_entry e JOIN imgw_message m ON m.id = e.message
+                                WHERE e.stream = c.user_id AND e.off = c.last_off), 0),
+          unread = (SELECT count(*) FROM imgw_entry e WHERE e.stream = c.user_id AND e.conversation = c.peer
+                    AND e.off > c.read_through AND e.origin IS NULL)
+        """,
+    ]
 
     /// Creates the tables (one gateway at a time: an advisory lock) and returns the epoch.
     private static func prepare(_ connection: PostgresConnection, logger: Logger) async throws -> ArchiveEpoch {
@@ -135,7 +173,8 @@ public final class PostgresArchiveStore: ArchiveStore {
             for try await (key, value) in try await connection.query("SELECT key, value FROM imgw_meta", logger: logger).decode((String, String).self) {
                 values[key] = value
             }
-            if values["schema"] == "1" {
+            if values["schema"] == "1" || values["schema"] == "2" {
+                for statement in historyUpgrade { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
                 try await connection.query("UPDATE imgw_meta SET value = \(schemaVersion) WHERE key = 'schema'", logger: logger)
                 values["schema"] = schemaVersion
             }
@@ -418,7 +457,8 @@ public final class PostgresArchiveStore: ArchiveStore {
             }
         }
         // 4. The entries, in the batch's order within each stream.
-        var streams: [String] = [], offsets: [Int64] = [], ids: [Int64] = [], origins: [String] = []
+        var streams: [String] = [], offsets: [Int64] = [], ids: [Int64] = [], origins: [String] = [], conversations: [String] = []
+        var placed: [(copy: ArchiveMessage.Copy, offset: UInt64, serverTime: UInt64)] = []
         for index in fresh {
             let message = messages[index]
             let id = stored[key(index)]!.id
@@ -430,14 +470,31 @@ public final class PostgresArchiveStore: ArchiveStore {
                 offsets.append(offset)
                 ids.append(id)
                 origins.append(copy.origin ?? "")
+                conversations.append(copy.conversation?.key ?? "")
                 given.append(UInt64(offset))
+                if copy.conversation != nil { placed.append((copy, UInt64(offset), message.serverTime)) }
             }
             outcomes[index] = .stored(given)
         }
         if !streams.isEmpty {
             try await connection.query("""
-                INSERT INTO imgw_entry (stream, off, message, origin)
-                SELECT s, o, m, NULLIF(g, '') FROM unnest(\(streams)::text[], \(offsets)::int8[], \(ids)::int8[], \(origins)::text[]) AS e(s, o, m, g)
+                INSERT INTO imgw_entry (stream, off, message, origin, conversation)
+                SELECT s, o, m, NULLIF(g, ''), NULLIF(c, '') FROM unnest(\(streams)::text[], \(offsets)::int8[], \(ids)::int8[],
+                  \(origins)::text[], \(conversations)::text[]) AS e(s, o, m, g, c)
+                """, logger: logger)
+        }
+        // The conversation lists: one row per (user, conversation), in key order (the
+        // streams' rows, locked above, already keep two commits to one user apart).
+        let updates = ConversationUpdate.gather(placed)
+        if !updates.isEmpty {
+            try await connection.query("""
+                INSERT INTO imgw_conversation AS c (user_id, peer, last_off, last_time, read_through, unread)
+                SELECT * FROM unnest(\(updates.map(\.user))::text[], \(updates.map(\.key))::text[],
+                  \(updates.map { Int64(clamping: $0.lastOffset) })::int8[], \(updates.map { Int64(clamping: $0.lastTime) })::int8[],
+                  \(updates.map { Int64(clamping: $0.sentThrough) })::int8[], \(updates.map { Int32(clamping: $0.received) })::int4[])
+                ON CONFLICT (user_id, peer) DO UPDATE SET last_off = EXCLUDED.last_off, last_time = EXCLUDED.last_time,
+                  read_through = GREATEST(c.read_through, EXCLUDED.read_through),
+                  unread = CASE WHEN EXCLUDED.read_through > 0 THEN EXCLUDED.unread ELSE c.unread + EXCLUDED.unread END
                 """, logger: logger)
         }
         // 5. Resends, reused ids and repeats: told against what is stored under their key (a
@@ -503,6 +560,123 @@ public final class PostgresArchiveStore: ArchiveStore {
             }
         } catch {
             throw Self.failure(error, "the archive could not read \(stream)")
+        }
+    }
+
+    public func history(stream: String, conversation: Conversation, position: HistoryPosition, limit: Int) async throws -> HistoryPage {
+        guard limit > 0 else { return HistoryPage(entries: [], complete: false) }
+        let logger = self.logger
+        let key = conversation.key
+        do {
+            return try await pooled { connection in
+                // One more than asked: whether it exists says whether the page is the last.
+                let rows: PostgresRowSequence
+                var descending = true
+                switch position {
+                case .latest:
+                    rows = try await connection.query("""
+                        SELECT e.off, e.origin, m.sender, m.message_id, m.server_time, m.body
+                        FROM imgw_entry e JOIN imgw_message m ON m.id = e.message
+                        WHERE e.stream = \(stream) AND e.conversation = \(key) ORDER BY e.off DESC LIMIT \(limit + 1)
+                        """, logger: logger)
+                case .before(let offset):
+                    rows = try await connection.query("""
+                        SELECT e.off, e.origin, m.sender, m.message_id, m.server_time, m.body
+                        FROM imgw_entry e JOIN imgw_message m ON m.id = e.message
+                        WHERE e.stream = \(stream) AND e.conversation = \(key) AND e.off < \(Int64(clamping: offset))
+                        ORDER BY e.off DESC LIMIT \(limit + 1)
+                        """, logger: logger)
+                case .after(let offset):
+                    descending = false
+                    rows = try await connection.query("""
+                        SELECT e.off, e.origin, m.sender, m.message_id, m.server_time, m.body
+                        FROM imgw_entry e JOIN imgw_message m ON m.id = e.message
+                        WHERE e.stream = \(stream) AND e.conversation = \(key) AND e.off > \(Int64(clamping: offset))
+                        ORDER BY e.off ASC LIMIT \(limit + 1)
+                        """, logger: logger)
+                }
+                var entries: [StoredEntry] = []
+                for try await (offset, origin, sender, messageID, serverTime, body) in rows.decode((Int64, String?, String, String, Int64, ByteBuffer).self) {
+                    entries.append(StoredEntry(
+                        stream: stream, offset: UInt64(offset), origin: origin, sender: sender, messageID: messageID,
+                        serverTime: UInt64(serverTime), body: Array(body.readableBytesView), conversation: conversation))
+                }
+                let complete = entries.count <= limit
+                entries = Array(entries.prefix(limit))
+                if descending { entries.reverse() }
+                return HistoryPage(entries: entries, complete: complete)
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not read the history of \(conversation) for \(stream)")
+        }
+    }
+
+    public func conversations(user: String, before: UInt64?, limit: Int) async throws -> ConversationPage {
+        guard limit > 0 else { return ConversationPage(conversations: [], complete: false) }
+        let logger = self.logger
+        let bound = before.map { Int64(clamping: $0) } ?? Int64.max
+        do {
+            return try await pooled { connection in
+                let rows = try await connection.query("""
+                    SELECT c.peer, c.last_off, c.last_time, c.read_through, c.unread,
+                      e.origin, m.sender, m.message_id, m.server_time, m.body
+                    FROM imgw_conversation c
+                    LEFT JOIN imgw_entry e ON e.stream = c.user_id AND e.off = c.last_off
+                    LEFT JOIN imgw_message m ON m.id = e.message
+                    WHERE c.user_id = \(user) AND c.last_off < \(bound) ORDER BY c.last_off DESC LIMIT \(limit + 1)
+                    """, logger: logger)
+                var lines: [ConversationSummary] = []
+                for try await (peer, lastOffset, lastTime, readThrough, unread, origin, sender, messageID, serverTime, body)
+                    in rows.decode((String, Int64, Int64, Int64, Int32, String?, String?, String?, Int64?, ByteBuffer?).self)
+                {
+                    guard let conversation = Conversation(key: peer) else { continue }
+                    var last: StoredEntry?
+                    if let sender, let messageID, let serverTime, let body {
+                        last = StoredEntry(
+                            stream: user, offset: UInt64(lastOffset), origin: origin, sender: sender, messageID: messageID,
+                            serverTime: UInt64(serverTime), body: Array(body.readableBytesView), conversation: conversation)
+                    }
+                    lines.append(ConversationSummary(
+                        conversation: conversation, lastOffset: UInt64(lastOffset), lastTime: UInt64(lastTime), last: last,
+                        readThrough: UInt64(readThrough), unread: Int(unread)))
+                }
+                let complete = lines.count <= limit
+                return ConversationPage(conversations: Array(lines.prefix(limit)), complete: complete)
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not read the conversations of \(user)")
+        }
+    }
+
+    public func markRead(user: String, conversation: Conversation, through: UInt64) async throws -> ReadMarkOutcome {
+        let logger = self.logger
+        let key = conversation.key
+        do {
+            return try await pooled { connection in
+                try await Self.transaction(on: connection, logger: logger) { connection in
+                    var found: (last: Int64, read: Int64, unread: Int32)?
+                    let rows = try await connection.query("""
+                        SELECT last_off, read_through, unread FROM imgw_conversation WHERE user_id = \(user) AND peer = \(key) FOR UPDATE
+                        """, logger: logger)
+                    for try await row in rows.decode((Int64, Int64, Int32).self) { found = row }
+                    guard let found else { return .unknownConversation }
+                    guard through <= UInt64(found.last) else { return .pastEnd(last: UInt64(found.last)) }
+                    guard through > UInt64(found.read) else {
+                        return .marked(ReadMarker(conversation: conversation, readThrough: UInt64(found.read), unread: Int(found.unread)))
+                    }
+                    let marker = Int64(clamping: through)
+                    var unread = 0
+                    let counted = try await connection.query("""
+                        UPDATE imgw_conversation SET read_through = \(marker), unread = (
+                          SELECT count(*) FROM imgw_entry WHERE stream = \(user) AND conversation = \(key) AND off > \(marker) AND origin IS NULL)
+                        WHERE user_id = \(user) AND peer = \(key) RETURNING unread
+                        """, logger: logger)
+                    for try await value in counted.decode(Int32.self) { unread = Int(value) }
+                    return .marked(ReadMarker(conversation: conversation, readThrough: through, unread: unread))
+                }
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not mark \(conversation) read for \(user)")
         }
     }
 
@@ -614,6 +788,7 @@ public final class PostgresArchiveStore: ArchiveStore {
                     SELECT (SELECT count(*) FROM imgw_message), (SELECT count(*) FROM imgw_entry),
                       pg_total_relation_size('imgw_message') + pg_total_relation_size('imgw_entry')
                       + pg_total_relation_size('imgw_stream') + pg_total_relation_size('imgw_position')
+                      + pg_total_relation_size('imgw_conversation')
                     """, logger: logger)
                 for try await (messages, entries, bytes) in rows.decode((Int64, Int64, Int64).self) {
                     return ArchiveSize(messages: Int(messages), entries: Int(entries), bytes: Int(bytes))

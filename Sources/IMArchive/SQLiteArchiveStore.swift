@@ -9,7 +9,8 @@ import GRDBSQLite
 /// Tables (``schema``): `message` holds each body once; `entry` places a message in a user's
 /// stream at an offset (one row per recipient, group member and the sender's own copy);
 /// `stream` holds each stream's last offset (which retention never lowers); `position` each
-/// device's saved position; `meta` the epoch.
+/// device's saved position; `conversation` each user's conversations with their newest
+/// message, read marker and unread count; `group_member` group memberships; `meta` the epoch.
 ///
 /// Durability (``Synchronous``): `normal` survives a kill -9 of any process (a commit is in
 /// the WAL, in the kernel's page cache, before it returns); `full` also survives the loss of
@@ -101,6 +102,9 @@ public final class SQLiteArchiveStore: ArchiveStore {
         migrator.registerMigration("v2-groups") { db in
             for statement in groupSchema { try db.execute(sql: statement) }
         }
+        migrator.registerMigration("v3-history") { db in
+            for statement in historySchema { try db.execute(sql: statement) }
+        }
         let known = migrator.migrations
         try pool.read { db in
             let applied = try migrator.appliedIdentifiers(db)
@@ -155,6 +159,46 @@ public final class SQLiteArchiveStore: ArchiveStore {
           grp TEXT NOT NULL, user TEXT NOT NULL, since INTEGER,
           PRIMARY KEY (grp, user)) WITHOUT ROWID
         """
+    ]
+
+    /// The third version: each entry's conversation (filled in for the entries stored before,
+    /// from the bodies, which imgw writes as JSON with `from`, `to` and `group`), and each
+    /// user's conversation list with its read marker and unread count.
+    static let historySchema = [
+        "ALTER TABLE entry ADD COLUMN conversation TEXT",
+        """
+        UPDATE entry SET conversation = (
+          SELECT CASE
+            WHEN NOT json_valid(CAST(m.body AS TEXT)) THEN NULL
+            WHEN json_extract(CAST(m.body AS TEXT), '$.group') IS NOT NULL THEN 'g:' || json_extract(CAST(m.body AS TEXT), '$.group')
+            WHEN entry.stream = m.sender THEN 'u:' || json_extract(CAST(m.body AS TEXT), '$.to')
+            ELSE 'u:' || m.sender END
+          FROM message m WHERE m.id = entry.message)
+        """,
+        // History pages: a range of one conversation's offsets in one stream.
+        "CREATE INDEX entry_conversation ON entry(stream, conversation, offset)",
+        // A user's conversations: the newest message's offset and time, the read marker, and
+        // the messages from others after it.
+        """
+        CREATE TABLE conversation (
+          user TEXT NOT NULL, peer TEXT NOT NULL, last_offset INTEGER NOT NULL, last_time INTEGER NOT NULL,
+          read_through INTEGER NOT NULL, unread INTEGER NOT NULL,
+          PRIMARY KEY (user, peer)) WITHOUT ROWID
+        """,
+        // The list, most recent first.
+        "CREATE INDEX conversation_recent ON conversation(user, last_offset)",
+        """
+        INSERT INTO conversation (user, peer, last_offset, last_time, read_through, unread)
+        SELECT stream, conversation, max(offset), 0, coalesce(max(CASE WHEN origin IS NOT NULL THEN offset END), 0), 0
+        FROM entry WHERE conversation IS NOT NULL GROUP BY stream, conversation
+        """,
+        """
+        UPDATE conversation SET
+          last_time = coalesce((SELECT m.server_time FROM entry e JOIN message m ON m.id = e.message
+                                WHERE e.stream = conversation.user AND e.offset = conversation.last_offset), 0),
+          unread = (SELECT count(*) FROM entry e WHERE e.stream = conversation.user AND e.conversation = conversation.peer
+                    AND e.offset > conversation.read_through AND e.origin IS NULL)
+        """,
     ]
 
     public func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome] {
@@ -344,19 +388,38 @@ public final class SQLiteArchiveStore: ArchiveStore {
             last[row[0]] = row[1]
         }
         var entryValues: [Value] = []
-        entryValues.reserveCapacity(firstInBatch.count * 8)
+        entryValues.reserveCapacity(firstInBatch.count * 10)
+        var placed: [(copy: ArchiveMessage.Copy, offset: UInt64, serverTime: UInt64)] = []
         for (index, message) in messages.enumerated() where outcomes[index] == nil {
             var offsets: [UInt64] = []
             offsets.reserveCapacity(message.copies.count)
             for copy in message.copies {
                 let offset = (last[copy.stream] ?? 0) + 1
                 last[copy.stream] = offset
-                entryValues += [.text(copy.stream), .integer(offset), .integer(ids[index]), copy.origin.map { .text($0) } ?? .null]
+                entryValues += [
+                    .text(copy.stream), .integer(offset), .integer(ids[index]), copy.origin.map { .text($0) } ?? .null,
+                    copy.conversation.map { .text($0.key) } ?? .null,
+                ]
                 offsets.append(UInt64(offset))
+                if copy.conversation != nil { placed.append((copy, UInt64(offset), message.serverTime)) }
             }
             outcomes[index] = .stored(offsets)
         }
-        try executeChunked(db, width: 4, entryValues) { rows("INSERT INTO entry(stream, offset, message, origin) VALUES ", "(?, ?, ?, ?)", $0) }
+        try executeChunked(db, width: 5, entryValues) {
+            rows("INSERT INTO entry(stream, offset, message, origin, conversation) VALUES ", "(?, ?, ?, ?, ?)", $0)
+        }
+        // The conversation lists: one row per (user, conversation) of the batch.
+        let updates = ConversationUpdate.gather(placed)
+        try executeChunked(db, width: 6, updates.flatMap { update -> [Value] in
+            [.text(update.user), .text(update.key), .integer(Int64(clamping: update.lastOffset)), .integer(Int64(clamping: update.lastTime)),
+             .integer(Int64(clamping: update.sentThrough)), .integer(Int64(update.received))]
+        }) {
+            rows("INSERT INTO conversation(user, peer, last_offset, last_time, read_through, unread) VALUES ", "(?, ?, ?, ?, ?, ?)", $0, """
+                 ON CONFLICT(user, peer) DO UPDATE SET last_offset = excluded.last_offset, last_time = excluded.last_time,
+                 read_through = max(read_through, excluded.read_through),
+                 unread = CASE WHEN excluded.read_through > 0 THEN excluded.unread ELSE unread + excluded.unread END
+                """)
+        }
         try executeChunked(db, width: 2, names.flatMap { [.text($0), .integer(last[$0]!)] as [Value] }) {
             rows("INSERT INTO stream(name, last) VALUES ", "(?, ?)", $0, " ON CONFLICT(name) DO UPDATE SET last = excluded.last")
         }
@@ -402,6 +465,86 @@ public final class SQLiteArchiveStore: ArchiveStore {
                     serverTime: UInt64(row[4] as Int64), body: [UInt8](body)))
             }
             return entries
+        }
+    }
+
+    public func history(stream: String, conversation: Conversation, position: HistoryPosition, limit: Int) async throws -> HistoryPage {
+        guard limit > 0 else { return HistoryPage(entries: [], complete: false) }
+        return try await pool.read { db in
+            // One more than asked: whether it exists says whether the page is the last.
+            let (condition, order, bound): (String, String, Int64) = switch position {
+            case .latest: ("e.offset <= ?", "DESC", Int64.max)
+            case .before(let offset): ("e.offset < ?", "DESC", Int64(clamping: offset))
+            case .after(let offset): ("e.offset > ?", "ASC", Int64(clamping: offset))
+            }
+            let statement = try db.cachedStatement(sql: """
+                SELECT e.offset, e.origin, m.sender, m.message_id, m.server_time, m.body
+                FROM entry e JOIN message m ON m.id = e.message
+                WHERE e.stream = ? AND e.conversation = ? AND \(condition) ORDER BY e.offset \(order) LIMIT ?
+                """)
+            let rows = try Row.fetchCursor(statement, arguments: [stream, conversation.key, bound, limit + 1])
+            var entries: [StoredEntry] = []
+            while let row = try rows.next() {
+                let body: Data = row[5]
+                entries.append(StoredEntry(
+                    stream: stream, offset: UInt64(row[0] as Int64), origin: row[1], sender: row[2], messageID: row[3],
+                    serverTime: UInt64(row[4] as Int64), body: [UInt8](body), conversation: conversation))
+            }
+            let complete = entries.count <= limit
+            entries = Array(entries.prefix(limit))
+            if order == "DESC" { entries.reverse() }
+            return HistoryPage(entries: entries, complete: complete)
+        }
+    }
+
+    public func conversations(user: String, before: UInt64?, limit: Int) async throws -> ConversationPage {
+        guard limit > 0 else { return ConversationPage(conversations: [], complete: false) }
+        return try await pool.read { db in
+            let statement = try db.cachedStatement(sql: """
+                SELECT c.peer, c.last_offset, c.last_time, c.read_through, c.unread,
+                  e.origin, m.sender, m.message_id, m.server_time, m.body
+                FROM conversation c
+                LEFT JOIN entry e ON e.stream = c.user AND e.offset = c.last_offset
+                LEFT JOIN message m ON m.id = e.message
+                WHERE c.user = ? AND c.last_offset < ? ORDER BY c.last_offset DESC LIMIT ?
+                """)
+            let rows = try Row.fetchCursor(statement, arguments: [user, before.map { Int64(clamping: $0) } ?? Int64.max, limit + 1])
+            var lines: [ConversationSummary] = []
+            while let row = try rows.next() {
+                guard let conversation = Conversation(key: row[0]) else { continue }
+                let lastOffset = UInt64(row[1] as Int64)
+                var last: StoredEntry?
+                if let sender = row[6] as String?, let body = row[9] as Data? {
+                    last = StoredEntry(
+                        stream: user, offset: lastOffset, origin: row[5], sender: sender, messageID: row[7],
+                        serverTime: UInt64(row[8] as Int64), body: [UInt8](body), conversation: conversation)
+                }
+                lines.append(ConversationSummary(
+                    conversation: conversation, lastOffset: lastOffset, lastTime: UInt64(row[2] as Int64), last: last,
+                    readThrough: UInt64(row[3] as Int64), unread: Int(row[4] as Int64)))
+            }
+            let complete = lines.count <= limit
+            return ConversationPage(conversations: Array(lines.prefix(limit)), complete: complete)
+        }
+    }
+
+    public func markRead(user: String, conversation: Conversation, through: UInt64) async throws -> ReadMarkOutcome {
+        try await pool.write { db in
+            guard let row = try Row.fetchOne(
+                db, sql: "SELECT last_offset, read_through, unread FROM conversation WHERE user = ? AND peer = ?",
+                arguments: [user, conversation.key])
+            else { return .unknownConversation }
+            let last = UInt64(row[0] as Int64)
+            guard through <= last else { return .pastEnd(last: last) }
+            let read = UInt64(row[1] as Int64)
+            guard through > read else { return .marked(ReadMarker(conversation: conversation, readThrough: read, unread: Int(row[2] as Int64))) }
+            let unread = try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM entry WHERE stream = ? AND conversation = ? AND offset > ? AND origin IS NULL",
+                arguments: [user, conversation.key, Int64(clamping: through)]) ?? 0
+            try db.execute(
+                sql: "UPDATE conversation SET read_through = ?, unread = ? WHERE user = ? AND peer = ?",
+                arguments: [Int64(clamping: through), unread, user, conversation.key])
+            return .marked(ReadMarker(conversation: conversation, readThrough: through, unread: unread))
         }
     }
 

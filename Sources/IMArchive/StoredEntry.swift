@@ -14,9 +14,14 @@ public struct StoredEntry: Sendable, Hashable {
     public var serverTime: UInt64
     /// The stored body.
     public var body: [UInt8]
+    /// The conversation it is part of, when the store knows it (history reads say it).
+    public var conversation: Conversation?
 
     /// An entry.
-    public init(stream: String, offset: UInt64, origin: String?, sender: String, messageID: String, serverTime: UInt64, body: [UInt8]) {
+    public init(
+        stream: String, offset: UInt64, origin: String?, sender: String, messageID: String, serverTime: UInt64, body: [UInt8],
+        conversation: Conversation? = nil
+    ) {
         self.stream = stream
         self.offset = offset
         self.origin = origin
@@ -24,6 +29,7 @@ public struct StoredEntry: Sendable, Hashable {
         self.messageID = messageID
         self.serverTime = serverTime
         self.body = body
+        self.conversation = conversation
     }
 }
 

@@ -67,6 +67,15 @@ final class FaultyStore: ArchiveStore {
     func recordGroupMembers(_ group: String, _ changes: [String: UInt64?]) async throws {
         try await inner.recordGroupMembers(group, changes)
     }
+    func history(stream: String, conversation: Conversation, position: HistoryPosition, limit: Int) async throws -> HistoryPage {
+        try await inner.history(stream: stream, conversation: conversation, position: position, limit: limit)
+    }
+    func conversations(user: String, before: UInt64?, limit: Int) async throws -> ConversationPage {
+        try await inner.conversations(user: user, before: before, limit: limit)
+    }
+    func markRead(user: String, conversation: Conversation, through: UInt64) async throws -> ReadMarkOutcome {
+        try await inner.markRead(user: user, conversation: conversation, through: through)
+    }
     func close() async { await inner.close() }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 @testable import IMArchive
+import IMTestSupport
 import Testing
 
 /// A fresh directory for one test's SQLite files, removed by `remove()`.
@@ -117,6 +118,59 @@ struct SQLiteArchiveStoreTests {
         try await store.recordGroupMembers("team", ["alice": nil, "carol": nil])
         #expect(try await store.groupMembers("team") == [:])
         #expect(try await store.groupMembers("other") == nil)
+        await store.close()
+    }
+
+    @Test("history pages in order with `complete`, a group member's history from its join, the conversation list with unread counts, read markers")
+    func history() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        try await ArchiveHistoryScenario.run(store)
+        await store.close()
+    }
+
+    @Test("a file of the second schema gets each entry's conversation and the conversation lists from the stored bodies")
+    func historyMigration() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let queue = try DatabaseQueue(path: scratch.path)
+        let bodies = [
+            (1, "alice", "a-1", #"{"from":"alice","id":"a-1","text":"x","to":"bob","type":"text"}"#),
+            (2, "bob", "b-1", #"{"from":"bob","id":"b-1","text":"x","to":"alice","type":"text"}"#),
+            (3, "alice", "a-2", #"{"from":"alice","id":"a-2","text":"x","to":"bob","type":"text"}"#),
+            (4, "carol", "g-1", #"{"from":"carol","group":"team","id":"g-1","text":"x","to":"team","type":"text"}"#),
+            (5, "carol", "junk", "not json"),
+        ]
+        try await queue.write { db in
+            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1'), ('v2-groups')")
+            for statement in SQLiteArchiveStore.schema + SQLiteArchiveStore.groupSchema { try db.execute(sql: statement) }
+            try db.execute(sql: "INSERT INTO meta(key, value) VALUES ('kind', 'imgw-archive'), ('epoch', '78')")
+            for (id, sender, messageID, body) in bodies {
+                try db.execute(
+                    sql: "INSERT INTO message VALUES (?, ?, ?, 0, ?, ?)", arguments: [id, sender, messageID, 1_000 + id, Data(body.utf8)])
+            }
+            // bob: a-1 (1), his own b-1 (2), a-2 (3), g-1 (4), junk (5); alice: a-1 (1), b-1 (2), a-2 (3).
+            for (stream, offset, message, origin) in [
+                ("bob", 1, 1, nil), ("bob", 2, 2, "phone"), ("bob", 3, 3, nil), ("bob", 4, 4, nil), ("bob", 5, 5, nil),
+                ("alice", 1, 1, "phone"), ("alice", 2, 2, nil), ("alice", 3, 3, "phone"),
+            ] as [(String, Int, Int, String?)] {
+                try db.execute(sql: "INSERT INTO entry VALUES (?, ?, ?, ?)", arguments: [stream, offset, message, origin])
+            }
+            try db.execute(sql: "INSERT INTO stream VALUES ('bob', 5), ('alice', 3)")
+        }
+        try queue.close()
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        let bob = try await store.conversations(user: "bob", before: nil, limit: 10)
+        #expect(bob.conversations.map(\.conversation) == [.group("team"), .user("alice")])
+        #expect(bob.conversations.map(\.unread) == [1, 1] && bob.conversations.map(\.readThrough) == [0, 2])
+        #expect(bob.conversations.map(\.lastTime) == [1_004, 1_003] && bob.conversations.last?.last?.messageID == "a-2")
+        #expect(try await store.history(stream: "bob", conversation: .user("alice"), position: .latest, limit: 10).entries.map(\.messageID)
+                == ["a-1", "b-1", "a-2"])
+        let alice = try await store.conversations(user: "alice", before: nil, limit: 10)
+        #expect(alice.conversations.map(\.conversation) == [.user("bob")] && alice.conversations.first?.readThrough == 3)
+        #expect(alice.conversations.first?.unread == 0)
         await store.close()
     }
 

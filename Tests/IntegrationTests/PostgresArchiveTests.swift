@@ -201,16 +201,16 @@ struct PostgresArchiveTests {
     func newerSchema() async throws {
         let postgres = try await TestPostgres.start()
         await (try await Self.open(postgres)).close()
-        try await postgres.client("psql", postgres.psqlArguments + ["-c", "UPDATE imgw_meta SET value = '3' WHERE key = 'schema'"])
+        try await postgres.client("psql", postgres.psqlArguments + ["-c", "UPDATE imgw_meta SET value = '4' WHERE key = 'schema'"])
         await #expect {
             _ = try await Self.open(postgres)
         } throws: { error in
             guard let error = error as? ArchiveError else { return false }
-            return error.code == .corrupt && error.message.contains("schema 3")
+            return error.code == .corrupt && error.message.contains("schema 4")
         }
     }
 
-    @Test("group memberships: unknown until recorded, added and removed (a group whose members all left is known and empty); tables of schema 1 are brought to 2")
+    @Test("group memberships: unknown until recorded, added and removed (a group whose members all left is known and empty); tables of schema 1 are brought to 3")
     func groupMembers() async throws {
         let postgres = try await TestPostgres.start()
         // Schema 1 as an older imgw left it: no group table.
@@ -225,8 +225,44 @@ struct PostgresArchiveTests {
         #expect(try await store.groupMembers("team") == [:])
         #expect(try await store.groupMembers("other") == nil)
         let schema = try await postgres.client("psql", postgres.psqlArguments + ["-At", "-c", "SELECT value FROM imgw_meta WHERE key = 'schema'"])
-        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "2")
+        #expect(schema.trimmingCharacters(in: .whitespacesAndNewlines) == "3")
         await store.close()
+    }
+
+    @Test("history pages in order with `complete`, a group member's history from its join, the conversation list with unread counts, read markers (the same checks as SQLite's)")
+    func history() async throws {
+        let postgres = try await TestPostgres.start()
+        let store = try await Self.open(postgres)
+        try await ArchiveHistoryScenario.run(store)
+        await store.close()
+    }
+
+    @Test("tables of schema 2 get each entry's conversation and the conversation lists from the stored bodies")
+    func historyUpgrade() async throws {
+        let postgres = try await TestPostgres.start()
+        let store = try await Self.open(postgres)
+        _ = try await store.commit([
+            ArchiveHistoryScenario.direct("alice", "a-1", to: "bob", at: 1_001),
+            ArchiveHistoryScenario.direct("bob", "b-1", to: "alice", at: 1_002),
+            ArchiveHistoryScenario.direct("alice", "a-2", to: "bob", at: 1_003),
+            ArchiveHistoryScenario.inGroup("team", "carol", "g-1", members: ["bob", "carol"], at: 1_004),
+        ], positions: [])
+        await store.close()
+        // As schema 2 left them: no conversations.
+        try await postgres.client("psql", postgres.psqlArguments + ["-c", """
+            DROP TABLE imgw_conversation; DROP INDEX imgw_entry_conversation; ALTER TABLE imgw_entry DROP COLUMN conversation;
+            UPDATE imgw_meta SET value = '2' WHERE key = 'schema'
+            """])
+        let upgraded = try await Self.open(postgres)
+        let bob = try await upgraded.conversations(user: "bob", before: nil, limit: 10)
+        #expect(bob.conversations.map(\.conversation) == [.group("team"), .user("alice")])
+        #expect(bob.conversations.map(\.unread) == [1, 1] && bob.conversations.map(\.readThrough) == [0, 2])
+        #expect(bob.conversations.map(\.lastTime) == [1_004, 1_003] && bob.conversations.last?.last?.messageID == "a-2")
+        #expect(try await upgraded.history(stream: "bob", conversation: .user("alice"), position: .latest, limit: 10).entries.map(\.messageID)
+                == ["a-1", "b-1", "a-2"])
+        let alice = try await upgraded.conversations(user: "alice", before: nil, limit: 10)
+        #expect(alice.conversations.map(\.conversation) == [.user("bob")] && alice.conversations.first?.unread == 0)
+        await upgraded.close()
     }
 
     @Test("a URL that is not one, a server that is not there, and a user or database it does not know give clear errors")

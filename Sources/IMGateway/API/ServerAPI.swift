@@ -190,7 +190,7 @@ struct ServerAPI: APIProtocol {
         let message = ArchiveMessage(
             sender: from, messageID: chat.messageID, fingerprint: ChatFingerprint(chat).rawValue, serverTime: serverTime,
             body: PayloadCodec.encode(ChatPayload.archived(send: chat, from: from, serverTime: serverTime)),
-            copies: recipients.map { ArchiveMessage.Copy(stream: $0) })
+            copies: recipients.map { ArchiveMessage.Copy(stream: $0, conversation: chat.group.map(Conversation.group) ?? .user(from)) })
         let outcome: AppendOutcome
         do throws(ArchiveError) {
             outcome = try await archive.append(message)

@@ -33,7 +33,10 @@ extension DeviceConnection {
         return ArchiveMessage(
             sender: user, messageID: chat.messageID, fingerprint: storing.ticket.fingerprint.rawValue, serverTime: storing.ticket.serverTime,
             body: PayloadCodec.encode(ChatPayload.archived(send: chat, from: user, serverTime: storing.ticket.serverTime)),
-            copies: [ArchiveMessage.Copy(stream: chat.to), ArchiveMessage.Copy(stream: user, origin: device)])
+            copies: [
+                ArchiveMessage.Copy(stream: chat.to, conversation: .user(user)),
+                ArchiveMessage.Copy(stream: user, origin: device, conversation: .user(chat.to)),
+            ])
     }
 
     /// The archive has (or refused) a chat: publish it with its offsets, then ACK

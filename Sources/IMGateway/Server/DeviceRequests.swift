@@ -263,7 +263,8 @@ struct DeviceRequests: Sendable {
         let message = ArchiveMessage(
             sender: me, messageID: chat.messageID, fingerprint: fingerprint.rawValue, serverTime: serverTime,
             body: PayloadCodec.encode(ChatPayload.archived(send: chat, from: me, serverTime: serverTime)),
-            copies: others.map { ArchiveMessage.Copy(stream: $0) } + [ArchiveMessage.Copy(stream: me, origin: session.device)])
+            copies: others.map { ArchiveMessage.Copy(stream: $0, conversation: .group(chat.to)) }
+                + [ArchiveMessage.Copy(stream: me, origin: session.device, conversation: .group(chat.to))])
         let outcome: AppendOutcome
         do throws(ArchiveError) {
             outcome = try await archive.append(message)

@@ -1,0 +1,26 @@
+/// Where a user has read a conversation to, and what is left unread.
+public struct ReadMarker: Sendable, Hashable {
+    /// The conversation.
+    public var conversation: Conversation
+    /// Read up to this offset of the user's stream (a marker never moves back).
+    public var readThrough: UInt64
+    /// Messages from others after it.
+    public var unread: Int
+
+    /// A marker.
+    public init(conversation: Conversation, readThrough: UInt64, unread: Int) {
+        self.conversation = conversation
+        self.readThrough = readThrough
+        self.unread = unread
+    }
+}
+
+/// What marking a conversation read came to.
+public enum ReadMarkOutcome: Sendable, Hashable {
+    /// Stored (or already there or beyond: a marker never moves back); the marker now.
+    case marked(ReadMarker)
+    /// The user has no message in that conversation.
+    case unknownConversation
+    /// The offset is past the conversation's newest message, which is at `last`.
+    case pastEnd(last: UInt64)
+}
