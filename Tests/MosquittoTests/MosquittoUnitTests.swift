@@ -144,7 +144,10 @@ struct SocketPairsTests {
             #expect((pair == nil) == detaches, "detached, nothing for a loop to drain (or found, when not detached)")
             handles.append((try #require(handle), pair))
         }
-        #expect(SocketPairs.scans.load(ordering: .relaxed) - scansBefore == (detaches ? 0 : 50))
+        // The counter is the process's: tests running alongside add their own scans (with the
+        // internals off, every handle they create).
+        let scans = SocketPairs.scans.load(ordering: .relaxed) - scansBefore
+        #expect(detaches ? scans == 0 : scans >= 50, "\(scans) scans")
         for (handle, pair) in handles { SocketPairs.destroy(handle, pair: pair) }
     }
 }

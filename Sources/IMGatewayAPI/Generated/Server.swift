@@ -131,10 +131,18 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// Send a chat message to a user, as another user or as the system.
     ///
     /// Published to the user's inbox like a chat a device sent, so it reaches every device of
-    /// the user, now or at their next login. Idempotent on `id`: a repeat with the same id and
-    /// content is answered like the first and not published again (on the gateway that took
-    /// the first; one behind a load balancer may publish the copy, which the recipient's
-    /// gateway and IMClient drop). The same id with other content is 409.
+    /// the user, now or at their next login. Idempotent on the sender and `id` together: the
+    /// key is (`from`, or `api.system_sender` without it; `id`), the same key as the
+    /// MESSAGE_ID of a chat the sender's devices send, so two senders may use the same id. A
+    /// request whose key is known, with the same recipient and text, is a repeat: 202 with
+    /// `repeat` true and the first `server_time`. The same key with another recipient (user or
+    /// group) or text is 409, and nothing is sent. With a message archive (the default) the
+    /// key is known on every gateway that shares it, across restarts, while the archive keeps
+    /// the message; a repeat is published again (a message stored but not published is not
+    /// lost), and the recipient's gateway delivers it only to devices that lack it. Without
+    /// an archive it is known only on the gateway that took the first, for 10 minutes (the
+    /// last 4,096 ids per sender), and a repeat is not published again; through another
+    /// gateway the copy is published, and the recipient's gateway and IMClient drop it.
     ///
     ///
     /// - Remark: HTTP `POST /v1/users/{user}/messages`.
@@ -472,12 +480,21 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// End the sessions of a user (or one device), and optionally refuse their older tokens.
     ///
     /// Every gateway that holds a session of the user (of `device` only, if given) sends it KICK
-    /// DISCONNECTED with `reason` and closes it; messages sent meanwhile wait for the next
-    /// login. With `revoke_tokens`, every token of the user issued before this second is
-    /// refused from now on, at LOGIN and TOKEN_REFRESH, by every gateway (the revocation is
-    /// retained on the broker for `api.revocation_retention`, which should be longer than any
-    /// token's lifetime); a session that logged in with such a token is ended too. A token
-    /// issued from now on works.
+    /// DISCONNECTED (209) with `reason` and closes it; messages sent meanwhile wait for the
+    /// next login. With `revoke_tokens`, `revoked_before` is the time of the request rounded
+    /// down to the second, and from then on every gateway refuses, at LOGIN and TOKEN_REFRESH
+    /// (AUTH_FAILED), every token of the user whose `iat` is strictly before `revoked_before`,
+    /// or that has no `iat`. A token whose `iat` equals `revoked_before` or is later works: one
+    /// minted earlier in the same second as this request is not refused, so to revoke a token
+    /// just minted, wait until the second of its `iat` is over (one second, if the clocks
+    /// agree) before calling, or call again a second later (which also refuses the tokens
+    /// minted in between). Give a new token an `iat` of at least
+    /// `revoked_before` (an issuer whose clock is behind the gateways' could otherwise mint one
+    /// that is refused). Every session of the user that logged in with a refused token is
+    /// ended too, on every gateway, whichever device it is (`device` narrows the disconnect,
+    /// not the revocation): KICK DISCONNECTED (209) with `reason`. The revocation is retained
+    /// on the broker for `api.revocation_retention`, which should be longer than any token's
+    /// lifetime; a later one for the same user moves `revoked_before` on.
     ///
     ///
     /// - Remark: HTTP `POST /v1/users/{user}/disconnect`.
@@ -1288,8 +1305,9 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     }
     /// Send a chat message to every member of a group, as a member or as the system.
     ///
-    /// One copy per member (but `from`), like a member's message. Idempotent on `id` as for
-    /// `sendMessage`. 403 when `from` is not a member; 404 when the group has no members.
+    /// One copy per member (but `from`), like a member's message. Idempotent on the sender and
+    /// `id` together, as for `sendMessage` (the group counts as the recipient). 403 when
+    /// `from` is not a member; 404 when the group has no members.
     ///
     ///
     /// - Remark: HTTP `POST /v1/groups/{group}/messages`.

@@ -91,7 +91,9 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/SendMessageResponse/server_time`.
             public var serverTime: Swift.Int64
-            /// True when this gateway had accepted the same message before.
+            /// True when the same message (sender, id, recipient and text) was accepted before:
+            /// by any gateway sharing the message archive, or, without one, by this gateway.
+            ///
             ///
             /// - Remark: Generated from `#/components/schemas/SendMessageResponse/repeat`.
             public var _repeat: Swift.Bool
@@ -102,7 +104,7 @@ extension Components {
             ///   - to:
             ///   - from:
             ///   - serverTime: When the gateway accepted it first, Unix milliseconds.
-            ///   - _repeat: True when this gateway had accepted the same message before.
+            ///   - _repeat: True when the same message (sender, id, recipient and text) was accepted before:
             public init(
                 id: Swift.String,
                 to: Swift.String,
@@ -164,7 +166,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/DisconnectRequest/reason`.
             public var reason: Swift.String?
-            /// Also refuse every token of the user issued before now.
+            /// Also refuse every token of the user whose `iat` is strictly before the second of
+            /// this request, or that has no `iat` (see `revoked_before`), and end the sessions
+            /// that logged in with one.
+            ///
             ///
             /// - Remark: Generated from `#/components/schemas/DisconnectRequest/revoke_tokens`.
             public var revokeTokens: Swift.Bool?
@@ -173,7 +178,7 @@ extension Components {
             /// - Parameters:
             ///   - device: Only this device's session (a device id, like a user id); all of them without it.
             ///   - reason: For the KICK's message (default "disconnected by the app").
-            ///   - revokeTokens: Also refuse every token of the user issued before now.
+            ///   - revokeTokens: Also refuse every token of the user whose `iat` is strictly before the second of
             public init(
                 device: Swift.String? = nil,
                 reason: Swift.String? = nil,
@@ -217,7 +222,10 @@ extension Components {
             public var device: Swift.String?
             /// - Remark: Generated from `#/components/schemas/DisconnectResponse/reason`.
             public var reason: Swift.String
-            /// With revoke_tokens, tokens issued before this (Unix seconds) are refused.
+            /// With revoke_tokens: the request's time rounded down to the second (Unix seconds).
+            /// Tokens whose `iat` is strictly before it, or that have no `iat`, are refused; a
+            /// token whose `iat` equals it is accepted.
+            ///
             ///
             /// - Remark: Generated from `#/components/schemas/DisconnectResponse/revoked_before`.
             public var revokedBefore: Swift.Int64?
@@ -227,7 +235,7 @@ extension Components {
             ///   - user:
             ///   - device:
             ///   - reason:
-            ///   - revokedBefore: With revoke_tokens, tokens issued before this (Unix seconds) are refused.
+            ///   - revokedBefore: With revoke_tokens: the request's time rounded down to the second (Unix seconds).
             public init(
                 user: Swift.String,
                 device: Swift.String? = nil,
@@ -636,11 +644,15 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/SendGroupMessageResponse/server_time`.
             public var serverTime: Swift.Int64
-            /// True when this gateway had accepted the same message before.
+            /// True when the same message (sender, id, group and text) was accepted before: by
+            /// any gateway sharing the message archive, or, without one, by this gateway.
+            ///
             ///
             /// - Remark: Generated from `#/components/schemas/SendGroupMessageResponse/repeat`.
             public var _repeat: Swift.Bool
-            /// How many copies were published (0 for a repeat).
+            /// How many copies were published; 0 for a repeat (with a message archive a repeat
+            /// is published again to the members it was stored for, which this does not count).
+            ///
             ///
             /// - Remark: Generated from `#/components/schemas/SendGroupMessageResponse/members`.
             public var members: Swift.Int
@@ -651,8 +663,8 @@ extension Components {
             ///   - group:
             ///   - from:
             ///   - serverTime: When the gateway accepted it first, Unix milliseconds.
-            ///   - _repeat: True when this gateway had accepted the same message before.
-            ///   - members: How many copies were published (0 for a repeat).
+            ///   - _repeat: True when the same message (sender, id, group and text) was accepted before: by
+            ///   - members: How many copies were published; 0 for a repeat (with a message archive a repeat
             public init(
                 id: Swift.String,
                 group: Swift.String,
