@@ -204,6 +204,9 @@ extension IMClient {
                 eventSink.yield(event)
             case .reply(let reply):
                 write(reply, on: connection)
+            case .answer(let sequence, let message):
+                answers[sequence] = message
+                settle(Ack(sequence: sequence))
             }
         }
     }

@@ -14,6 +14,9 @@ extension IMClient {
         case location(Location)
         /// A message on a subscribed topic (``IMClient/subscribe(_:)``).
         case publication(Publication)
+        /// Another device of this user moved a read marker (``IMClient/markRead(_:through:)``
+        /// there): the conversation's unread count is now ``ReadMarker/unread``.
+        case readMarker(ReadMarker)
         /// Someone is typing (or stopped, recording, away) in a conversation with this user:
         /// holds for ``TypingState/lifetime`` seconds unless another comes.
         case typing(TypingUpdate)

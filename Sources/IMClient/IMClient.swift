@@ -134,6 +134,9 @@ public actor IMClient {
 
     /// The last SYNC's outcome (``sync()`` returns it).
     var lastSync: SyncResult?
+    /// Answers that are messages (HISTORY_PAGE, CONVERSATION_LIST), by the sequence of the
+    /// request they answer, until its caller takes them.
+    var answers: [UInt32: IMMessage] = [:]
 
     /// What is restored after a reconnect.
     var presenceWatches: Set<String> = []

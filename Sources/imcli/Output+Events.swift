@@ -12,6 +12,7 @@ extension Output {
         case .location(let location): self.location(location)
         case .publication(let publication): self.publication(publication)
         case .typing(let typing): self.typing(typing)
+        case .readMarker(let marker): readMarker(marker)
         case .kicked(let code, let message):
             notice([("type", "kicked")] + Self.codeFields(code, message), "kicked by the gateway: \(Self.describe(code, message))")
         case .error(let code, let message):
@@ -50,7 +51,7 @@ extension Output {
         case .kicked, .error, .reconnecting, .reconnected, .disconnected: true
         // A catch-up is news when it brought something, or could not continue.
         case .synced(let result): result.replayed > 0 || result.status != .continued
-        case .message, .receipt, .presence, .location, .publication, .typing: false
+        case .message, .receipt, .presence, .location, .publication, .typing, .readMarker: false
         }
     }
 
@@ -94,6 +95,21 @@ extension Output {
     }
 
     /// `[typing] alice is typing`, `[typing] alice in team stopped`.
+    /// A read marker another device of the user moved.
+    func readMarker(_ marker: IMClient.ReadMarker) {
+        if json {
+            var fields: [(String, JSONValue)] = [("type", "read_marker")]
+            switch marker.conversation {
+            case .user(let id): fields.append(("to", .string(id)))
+            case .group(let id): fields.append(("group", .string(id)))
+            }
+            fields += [("read_through", .number(marker.readThrough)), ("unread", .number(UInt64(marker.unread)))]
+            line(fields)
+        } else {
+            line("[read] \(marker.conversation) read through \(marker.readThrough), \(marker.unread) unread")
+        }
+    }
+
     private func typing(_ typing: IMClient.TypingUpdate) {
         let state = Self.typingNames[Int(typing.state.rawValue)]
         if json {

@@ -36,6 +36,7 @@ struct ConnectionMailboxTests {
         case .stored(let storing, let outcome): "stored \(storing.ticket.messageID): \(outcome)"
         case .ownStored(let offset): "own copy at \(offset)"
         case .replied(let ack, let sessionID): "replied to #\(ack.sequence) in session \(sessionID)"
+        case .answered(let message, let sessionID): "answered with \(message.body.map { type(of: $0).operation.description } ?? "?") in session \(sessionID)"
         case .sessionFailed(let why): "session failed: \(why)"
         }
     }

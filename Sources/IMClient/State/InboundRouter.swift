@@ -18,6 +18,9 @@ struct InboundRouter: Sendable {
         case emit(IMClient.Event)
         /// Write this frame (an ACK or a negative ACK) to the gateway.
         case reply(IMFrame)
+        /// Keep this answer (HISTORY_PAGE, CONVERSATION_LIST) for the request whose sequence
+        /// it names, and settle that request.
+        case answer(UInt32, IMMessage)
     }
 
     private(set) var isLoggedIn = false
@@ -94,6 +97,12 @@ struct InboundRouter: Sendable {
             return [.emit(.publication(publication)), ack]
         case .location(let notice):
             return [.emit(.location(IMClient.Location(user: notice.user, device: notice.device, location: notice.location)))]
+        case .historyPage(let page):
+            return [.answer(page.refSequence, message)]
+        case .conversationList(let list):
+            return [.answer(list.refSequence, message)]
+        case .readMarker(let marker):
+            return [.emit(.readMarker(IMClient.ReadMarker(conversation: marker.conversation, readThrough: marker.readThrough, unread: marker.unread ?? 0)))]
         case .typing(let typing):
             guard let from = typing.from else { return [] }
             return [.emit(.typing(IMClient.TypingUpdate(from: from, group: typing.group, state: typing.state)))]

@@ -33,6 +33,9 @@ final class ConnectionMailbox: Sendable {
         /// The answer to a request that ran on the request lane (``DeviceRequests``), with
         /// the session id of its frame.
         case replied(Ack, sessionID: UInt16)
+        /// An answer that is a message of its own (HISTORY_PAGE, CONVERSATION_LIST), sent
+        /// with the connection's next sequence and the request's session id.
+        case answered(IMMessage, sessionID: UInt16)
         /// Work the logged-in session needs failed (restoring a resumed session's
         /// subscriptions): the device is told and the connection closes.
         case sessionFailed(String)

@@ -54,6 +54,12 @@ extension DeviceConnection {
             refreshToken(refresh.token, header)
         case .sync(let sync):
             requestSync(sync, header)
+        case .history(let query):
+            submit(.history(query), header)
+        case .conversations(let query):
+            submit(.conversations(query), header)
+        case .readMarker(let marker):
+            submit(.readMarker(marker), header)
         default:
             reply(Ack.refusing(sequence: header.sequence, code: .unknownOperation, message: "not supported by this gateway yet"), to: header)
         }
@@ -261,6 +267,8 @@ extension DeviceConnection {
                 machine.downlink.watchChanged(users, watching: watching, own: session?.user)
             case .replied(let ack, let sessionID):
                 write(ack.frame(timestamp: timestamp, sessionID: sessionID))
+            case .answered(let message, let sessionID):
+                send(message, sessionID: sessionID)
             case .sessionFailed(let why):
                 logger.error("cannot subscribe or announce presence", metadata: ["error": "\(why)"])
                 perform(machine.handle(.brokerLost(why)))
@@ -437,7 +445,13 @@ extension DeviceConnection {
     /// A message on a signal topic: a typing state, a presence probe from another device, or
     /// a device's answer to this one's probe.
     private func signal(_ message: MosquittoMessage, _ session: any DeviceSession) {
-        if let payload = try? PayloadCodec.decode(TypingPayload.self, from: message.payload) {
+        if let marker = try? PayloadCodec.decode(ReadMarkerPayload.self, from: message.payload) {
+            // Another device of the user moved a read marker (its own session does not get it:
+            // no-local). The newest for a conversation replaces one still queued.
+            guard marker.device != session.device, let notice = marker.notice() else { return }
+            machine.downlink.queue.enqueue(
+                Downlink.Entry(message: .readMarker(notice)), class: .receipt, coalescingKey: "read/\(marker.conversation)")
+        } else if let payload = try? PayloadCodec.decode(TypingPayload.self, from: message.payload) {
             // Typing: dropped when older than its lifetime (held up somewhere); a newer state
             // of the same sender and conversation replaces a queued one.
             guard let notice = try? payload.notice(), unixMilliseconds() <= payload.ts + UInt64(TypingState.lifetime) * 1000 else { return }

@@ -31,6 +31,12 @@ struct DeviceRequests: Sendable {
         case groupChat(ChatSend, carbon: Bool)
         /// A typing state (already past the rate limit).
         case typing(Typing)
+        /// A page of a conversation's history.
+        case history(HistoryQuery)
+        /// A page of the conversation list.
+        case conversations(ConversationsQuery)
+        /// A read marker moved.
+        case readMarker(ReadMarkerUpdate)
     }
 
     let session: any DeviceSession
@@ -67,7 +73,7 @@ struct DeviceRequests: Sendable {
 
     /// Answers the request with `header`: the answer goes to the connection as mail, and its
     /// event loop writes it (the channel has one writer).
-    private func reply(_ ack: Ack, to header: IMFrameHeader) {
+    func reply(_ ack: Ack, to header: IMFrameHeader) {
         mailbox.post(.replied(ack, sessionID: header.sessionID))
     }
 
@@ -172,6 +178,12 @@ struct DeviceRequests: Sendable {
             try await groupChat(chat, carbon: carbon, header: header)
         case .typing(let typing):
             try await self.typing(typing, header: header)
+        case .history(let query):
+            try await history(query, header: header)
+        case .conversations(let query):
+            try await conversations(query, header: header)
+        case .readMarker(let marker):
+            try await readMarker(marker, header: header)
         }
     }
 

@@ -3,7 +3,8 @@ import NIOCore
 /// ACK (type 2): acknowledges the frame whose sequence is in the header, or refuses it.
 ///
 /// The body is empty for a plain ACK. A positive ACK may carry MESSAGE_ID and SERVER_TIME
-/// (chat), TOKEN_EXPIRY (TOKEN_REFRESH) or subscription results (SUBSCRIBE); a negative ACK
+/// (chat), TOKEN_EXPIRY (TOKEN_REFRESH), subscription results (SUBSCRIBE), STREAM_OFFSET,
+/// STREAM_EPOCH and SYNC_STATUS (SYNC) or READ_THROUGH and UNREAD (READ_MARKER); a negative ACK
 /// carries ERROR_CODE and optionally ERROR_MESSAGE. The seed client's form (a new sequence in
 /// the header and a 4-byte body holding the acknowledged sequence) is accepted when decoding
 /// and never sent.
@@ -32,6 +33,10 @@ public struct Ack: Hashable, Sendable {
     public var streamEpoch: UInt64?
     /// In the ACK of a SYNC: how the device's position was taken.
     public var syncStatus: IMSyncStatus?
+    /// In the ACK of a READ_MARKER: the marker now (READ_THROUGH).
+    public var readThrough: UInt64?
+    /// In the ACK of a READ_MARKER: messages from others after it (UNREAD).
+    public var unread: UInt32?
     /// Whether this ACK was decoded from the seed client's 4-byte form.
     public var isSeedForm: Bool
 
@@ -47,7 +52,9 @@ public struct Ack: Hashable, Sendable {
         subscriptions: [SubscriptionResult] = [],
         streamOffset: UInt64? = nil,
         streamEpoch: UInt64? = nil,
-        syncStatus: IMSyncStatus? = nil
+        syncStatus: IMSyncStatus? = nil,
+        readThrough: UInt64? = nil,
+        unread: UInt32? = nil
     ) {
         self.sequence = sequence
         self.messageID = messageID
@@ -60,6 +67,8 @@ public struct Ack: Hashable, Sendable {
         self.streamOffset = streamOffset
         self.streamEpoch = streamEpoch
         self.syncStatus = syncStatus
+        self.readThrough = readThrough
+        self.unread = unread
         self.isSeedForm = false
     }
 
@@ -111,6 +120,8 @@ public struct Ack: Hashable, Sendable {
         self.streamOffset = try fields.optionalInteger(.streamOffset)
         self.streamEpoch = try fields.optionalInteger(.streamEpoch)
         self.syncStatus = try fields.optionalInteger(.syncStatus, as: UInt8.self).map(IMSyncStatus.init(rawValue:))
+        self.readThrough = try fields.optionalInteger(.readThrough)
+        self.unread = try fields.optionalInteger(.unread)
         if let list = try fields.optional(.container) {
             for record in try list.items().all(.container) {
                 self.subscriptions.append(try SubscriptionResult(fields: record.items()))
@@ -130,6 +141,8 @@ public struct Ack: Hashable, Sendable {
         if let syncStatus { writer.write(.syncStatus, integer: syncStatus.rawValue) }
         if let streamOffset { writer.write(.streamOffset, integer: streamOffset) }
         if let streamEpoch { writer.write(.streamEpoch, integer: streamEpoch) }
+        if let readThrough { writer.write(.readThrough, integer: readThrough) }
+        if let unread { writer.write(.unread, integer: unread) }
         if !self.subscriptions.isEmpty {
             writer.writeContainer { list in
                 for result in self.subscriptions { result.write(to: &list) }

@@ -31,6 +31,16 @@ public enum IMMessage: Hashable, Sendable {
     case tokenRefresh(TokenRefresh)
     /// SYNC (CONTROL), client to gateway.
     case sync(Sync)
+    /// HISTORY (CONTROL), client to gateway.
+    case history(HistoryQuery)
+    /// HISTORY_PAGE (CONTROL), gateway to client.
+    case historyPage(HistoryAnswer)
+    /// CONVERSATIONS (CONTROL), client to gateway.
+    case conversations(ConversationsQuery)
+    /// CONVERSATION_LIST (CONTROL), gateway to client.
+    case conversationList(ConversationsAnswer)
+    /// READ_MARKER (CONTROL), either direction.
+    case readMarker(ReadMarkerUpdate)
     /// CHAT (DATA), client to gateway.
     case chat(ChatSend)
     /// DELIVERY (DATA), gateway to client.
@@ -106,6 +116,11 @@ public enum IMMessage: Hashable, Sendable {
         case .error: self = .error(try ErrorNotice(fields: fields))
         case .tokenRefresh: self = .tokenRefresh(try TokenRefresh(fields: fields))
         case .sync: self = .sync(try Sync(fields: fields))
+        case .history: self = .history(try HistoryQuery(fields: fields))
+        case .historyPage: self = .historyPage(try HistoryAnswer(fields: fields))
+        case .conversations: self = .conversations(try ConversationsQuery(fields: fields))
+        case .conversationList: self = .conversationList(try ConversationsAnswer(fields: fields))
+        case .readMarker: self = .readMarker(try ReadMarkerUpdate(fields: fields))
         case .chat: self = .chat(try ChatSend(fields: fields))
         case .delivery: self = .delivery(try ChatDelivery(fields: fields))
         case .receipt: self = .readReceipt(try ReadReceipt(fields: fields))
@@ -140,6 +155,11 @@ public enum IMMessage: Hashable, Sendable {
         case .error(let m): m
         case .tokenRefresh(let m): m
         case .sync(let m): m
+        case .history(let m): m
+        case .historyPage(let m): m
+        case .conversations(let m): m
+        case .conversationList(let m): m
+        case .readMarker(let m): m
         case .chat(let m): m
         case .delivery(let m): m
         case .readReceipt(let m): m

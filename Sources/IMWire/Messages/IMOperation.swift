@@ -36,6 +36,18 @@ public struct IMOperation: RawRepresentable, Hashable, Sendable, Comparable, Cus
     /// Catch up from the archive now, client to gateway: every stored message after the
     /// device's position that it has not had. Answered by an ACK once they are written.
     public static let sync = IMOperation(0x0016)
+    /// A page of a conversation's history, client to gateway. Answered by HISTORY_PAGE.
+    public static let history = IMOperation(0x0017)
+    /// A page of a conversation's history, gateway to client, answering HISTORY.
+    public static let historyPage = IMOperation(0x0018)
+    /// A page of the user's conversation list, client to gateway. Answered by CONVERSATION_LIST.
+    public static let conversations = IMOperation(0x0019)
+    /// A page of the user's conversation list, gateway to client, answering CONVERSATIONS.
+    public static let conversationList = IMOperation(0x001A)
+    /// A read marker: client to gateway, mark a conversation read up to an offset (ACKed
+    /// with the marker and the unread count); gateway to client, another device of the user
+    /// moved it.
+    public static let readMarker = IMOperation(0x001B)
     /// Watch users' presence.
     public static let presenceWatch = IMOperation(0x0020)
     /// Stop watching users' presence.
@@ -90,7 +102,8 @@ public struct IMOperation: RawRepresentable, Hashable, Sendable, Comparable, Cus
         0x0001: ("HELLO", .control), 0x0002: ("HELLO_OK", .control),
         0x0010: ("LOGIN", .control), 0x0011: ("LOGIN_OK", .control), 0x0012: ("LOGOUT", .control),
         0x0013: ("KICK", .control), 0x0014: ("ERROR", .control), 0x0015: ("TOKEN_REFRESH", .control),
-        0x0016: ("SYNC", .control),
+        0x0016: ("SYNC", .control), 0x0017: ("HISTORY", .control), 0x0018: ("HISTORY_PAGE", .control),
+        0x0019: ("CONVERSATIONS", .control), 0x001A: ("CONVERSATION_LIST", .control), 0x001B: ("READ_MARKER", .control),
         0x0020: ("PRESENCE_WATCH", .control), 0x0021: ("PRESENCE_UNWATCH", .control),
         0x0022: ("PRESENCE", .control),
         0x0030: ("LOCATION_SHARE_START", .control), 0x0031: ("LOCATION_SHARE_STOP", .control),

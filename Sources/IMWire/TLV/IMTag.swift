@@ -117,6 +117,19 @@ extension IMTag {
     public static let streamEpoch: IMTag = 0x0209
     /// In a DELIVERY (u8 flag): 1, replayed from the archive (the device had missed it).
     public static let archived: IMTag = 0x020A
+    /// In HISTORY and CONVERSATIONS (u64): older than this offset of the user's stream.
+    public static let before: IMTag = 0x020B
+    /// In HISTORY (u64): newer than this offset of the user's stream.
+    public static let after: IMTag = 0x020C
+    /// In HISTORY and CONVERSATIONS (u16): at most this many.
+    public static let limit: IMTag = 0x020D
+    /// In HISTORY_PAGE and CONVERSATION_LIST (u8 flag): 1, nothing is left in the page's
+    /// direction.
+    public static let complete: IMTag = 0x020E
+    /// Messages from others after the read marker (u32).
+    public static let unread: IMTag = 0x020F
+    /// A read marker (u64): the user has read the conversation up to this offset of its stream.
+    public static let readThrough: IMTag = 0x0210
 
     // MARK: Presence (0x0300–0x03FF)
 

@@ -1,0 +1,141 @@
+import Foundation
+import IMClient
+import IMGateway
+import IMWire
+import Testing
+import IMTestSupport
+
+/// History on every device (PROTOCOL.md 6.15-6.17) through a real imgw, on each store: a new
+/// device pages through a long conversation, a group member added later sees from the join
+/// on, read markers follow the user from device to device, bad requests are refused clearly.
+@Suite("History, conversations and read markers", .stopsWhatItStarts, .serialized, .timeLimit(.minutes(4)))
+struct HistoryTests {
+    enum Store: String, CaseIterable, Sendable { case sqlite, postgres }
+
+    /// A broker and an imgw with the server API and an archive of `store`.
+    static func gateway(_ store: Store) async throws -> IMGWProcess {
+        let broker = try await TestBroker.start()
+        switch store {
+        case .sqlite:
+            return try await IMGWProcess.start(broker: broker, api: true)
+        case .postgres:
+            let postgres = try await TestPostgres.start()
+            return try await IMGWProcess.start(broker: broker, api: true, archive: .postgres(postgres.url))
+        }
+    }
+
+    static func client(_ gateway: IMGWProcess, _ user: String, _ device: String) async throws -> IMClient {
+        let token = try await TokenMinter(secret: IMGWProcess.secret).mint(user: user)
+        return tracked(try await IMClient.connect(.init(port: gateway.port, token: token, deviceID: device)))
+    }
+
+    @Test("a new device pages through 1,000 messages (50 a page, complete on the last) in order; the conversation list shows them unread; a bad LIMIT is refused", arguments: Store.allCases)
+    func pagesThrough(_ store: Store) async throws {
+        let gateway = try await Self.gateway(store)
+        let alice = try await gateway.device("alice")
+        let ids = (0..<1_000).map { "a-\($0)" }
+        let acks = try await alice.chatMany(to: "bob", ids: ids, text: "hello bob", window: 64, within: 60)
+        #expect(acks.count == 1_000 && acks.values.allSatisfy { $0.error == nil })
+
+        let tablet = try await Self.client(gateway, "bob", "tablet")
+        var pages: [IMClient.HistoryPage] = []
+        for try await page in await tablet.historyPages(of: .user("alice"), pageSize: 50) { pages.append(page) }
+        #expect(pages.count == 20 && pages.map(\.messages.count).allSatisfy { $0 == 50 })
+        #expect(pages.dropLast().allSatisfy { !$0.complete } && pages.last?.complete == true)
+        let messages = pages.reversed().flatMap(\.messages)
+        #expect(messages.map(\.messageID) == ids, "in the order sent, each once")
+        #expect(messages.allSatisfy { $0.from == "alice" && $0.text == "hello bob" && !$0.isCarbon })
+        let offsets = messages.compactMap(\.streamOffset)
+        #expect(offsets.count == 1_000 && offsets == offsets.sorted())
+        // Forward from an offset.
+        let forward = try await tablet.history(of: .user("alice"), position: .after(offsets[989]), limit: 200)
+        #expect(forward.messages.map(\.messageID) == Array(ids.suffix(10)) && forward.complete)
+        // alice's side: her own messages, as carbons naming bob.
+        let aliceClient = try await Self.client(gateway, "alice", "laptop")
+        let own = try await aliceClient.history(of: .user("bob"), limit: 3)
+        #expect(own.messages.map(\.messageID) == Array(ids.suffix(3)) && own.messages.allSatisfy { $0.isCarbon && $0.to == "bob" })
+
+        let list = try await tablet.conversations()
+        #expect(list.complete && list.lines.count == 1)
+        #expect(list.lines.first?.conversation == .user("alice") && list.lines.first?.unread == 1_000)
+        #expect(list.lines.first?.last?.messageID == "a-999" && list.lines.first?.lastOffset == offsets.last)
+
+        await #expect(throws: IMClientError.refused(.badRequest, "LIMIT must be 1-200, not 201")) {
+            _ = try await tablet.history(of: .user("alice"), limit: 201)
+        }
+        // A position past the end is an empty, complete page; nothing else is disturbed.
+        let beyond = try await tablet.history(of: .user("alice"), position: .after(1_000_000))
+        #expect(beyond.messages.isEmpty && beyond.complete)
+        #expect(try await tablet.history(of: .user("alice"), limit: 1).messages.first?.messageID == "a-999")
+        await alice.drop()
+    }
+
+    @Test("a member added later sees the group's history from the join on; a non-member is FORBIDDEN", arguments: Store.allCases)
+    func groupFromJoin(_ store: Store) async throws {
+        let gateway = try await Self.gateway(store)
+        #expect(try await GroupTests.api(gateway, "POST", "/v1/groups/team", #"{"members":["alice","bob"]}"#).status == 201)
+        let alice = try await gateway.device("alice")
+        #expect(try await alice.groupChat("team", id: "g-1", text: "one").error == nil)
+        #expect(try await alice.groupChat("team", id: "g-2", text: "two").error == nil)
+        #expect(try await GroupTests.api(gateway, "PUT", "/v1/groups/team/members/dave").status == 200)
+        // The gateway's membership cache follows the broker: alice's next chat reaches dave.
+        let deadline = ContinuousClock.now + .seconds(10)
+        let dave = try await Self.client(gateway, "dave", "phone")
+        var sent = 3
+        while true {
+            #expect(try await alice.groupChat("team", id: "g-\(sent)", text: "after").error == nil)
+            if try await dave.history(of: .group("team")).messages.isEmpty == false { break }
+            guard ContinuousClock.now < deadline else { throw TestError("dave never got a group message") }
+            sent += 1
+        }
+        let history = try await dave.history(of: .group("team"))
+        #expect(history.complete && history.messages.map(\.messageID) == ["g-\(sent)"], "\(history.messages.map(\.messageID))")
+        let bob = try await Self.client(gateway, "bob", "phone")
+        let all = try await bob.history(of: .group("team"))
+        #expect(all.messages.map(\.messageID) == ["g-1", "g-2"] + (3...sent).map { "g-\($0)" } && all.messages.allSatisfy { $0.group == "team" })
+        let mallory = try await Self.client(gateway, "mallory", "phone")
+        await #expect(throws: IMClientError.refused(.forbidden, "mallory is not a member of team")) {
+            _ = try await mallory.history(of: .group("team"))
+        }
+        await alice.drop()
+    }
+
+    @Test("read on the phone: the laptop online learns it within 1 s and its unread count is 0; a device logging in later sees 0; markers past the end or in no conversation are refused", arguments: Store.allCases)
+    func readMarkers(_ store: Store) async throws {
+        let gateway = try await Self.gateway(store)
+        let alice = try await gateway.device("alice")
+        let acks = try await alice.chatMany(to: "bob", ids: (1...5).map { "m-\($0)" }, text: "read me")
+        #expect(acks.values.allSatisfy { $0.error == nil })
+        let phone = try await Self.client(gateway, "bob", "phone")
+        let laptop = try await Self.client(gateway, "bob", "laptop")
+        let laptopEvents = Collector(laptop.events)
+        #expect(try await laptop.conversations().lines.first?.unread == 5)
+
+        let newest = try #require(try await phone.history(of: .user("alice"), limit: 1).messages.first?.streamOffset)
+        let started = ContinuousClock.now
+        let marked = try await phone.markRead(.user("alice"), through: newest)
+        #expect(marked == IMClient.ReadMarker(conversation: .user("alice"), readThrough: newest, unread: 0))
+        var told: IMClient.ReadMarker?
+        while told == nil {
+            if case .readMarker(let marker) = try await laptopEvents.next(within: 2, "the read marker") { told = marker }
+        }
+        #expect(ContinuousClock.now - started < .seconds(1), "within 1 s: \(ContinuousClock.now - started)")
+        #expect(told == IMClient.ReadMarker(conversation: .user("alice"), readThrough: newest, unread: 0))
+        #expect(try await laptop.conversations().lines.first?.unread == 0)
+        // A device that was offline: its first look shows the marker.
+        let desk = try await Self.client(gateway, "bob", "desk")
+        let line = try #require(try await desk.conversations().lines.first)
+        #expect(line.unread == 0 && line.readThrough == newest)
+        // A message after the marker is unread everywhere.
+        #expect(try await alice.chat(to: "bob", id: "m-6", text: "one more").error == nil)
+        #expect(try await desk.conversations().lines.first?.unread == 1)
+
+        await #expect(throws: IMClientError.self) { _ = try await phone.markRead(.user("alice"), through: newest + 100) }
+        await #expect(throws: IMClientError.refused(.badRequest, "no message in the conversation with user zed to mark read")) {
+            _ = try await phone.markRead(.user("zed"), through: 1)
+        }
+        // A marker never moves back.
+        #expect(try await phone.markRead(.user("alice"), through: 1).readThrough == newest)
+        await alice.drop()
+    }
+}
