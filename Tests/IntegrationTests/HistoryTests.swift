@@ -112,9 +112,10 @@ struct HistoryTests {
         #expect(try await laptop.conversations().lines.first?.unread == 5)
 
         let newest = try #require(try await phone.history(of: .user("alice"), limit: 1).messages.first?.streamOffset)
-        let started = ContinuousClock.now
         let marked = try await phone.markRead(.user("alice"), through: newest)
         #expect(marked == IMClient.ReadMarker(conversation: .user("alice"), readThrough: newest, unread: 0))
+        // Stored once acknowledged; from there to the laptop.
+        let started = ContinuousClock.now
         var told: IMClient.ReadMarker?
         while told == nil {
             if case .readMarker(let marker) = try await laptopEvents.next(within: 2, "the read marker") { told = marker }
