@@ -55,6 +55,13 @@ public protocol ArchiveStore: Sendable {
     /// marker never moves back) and counts what is left unread.
     func markRead(user: String, conversation: Conversation, through: UInt64) async throws -> ReadMarkOutcome
 
+    /// Deletes `sender`'s message `messageID` for everyone, in one transaction: its body
+    /// becomes `tombstone` (so every copy reads as deleted, in history and catching up), and
+    /// each stream holding a copy gets a tombstone entry at its end (the sender's own from
+    /// `origin`, the device that deleted it), for the devices to be told. Deleting again
+    /// changes nothing and returns the first deletion's tombstones; `nil`: no such message.
+    func deleteMessage(sender: String, messageID: String, at time: UInt64, origin: String?, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> DeletedMessage?
+
     /// Closes the store; nothing may be asked of it afterwards.
     func close() async
 

@@ -267,6 +267,14 @@ public final class MessageArchive: Sendable {
         }
     }
 
+    /// Deletes a message for everyone (``ArchiveStore/deleteMessage(sender:messageID:at:origin:tombstone:)``).
+    public func deleteMessage(sender: String, messageID: String, at time: UInt64, origin: String?, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws(ArchiveError) -> DeletedMessage? {
+        let store = self.store
+        return try await reading("delete \(messageID) of \(sender)") {
+            try await store.deleteMessage(sender: sender, messageID: messageID, at: time, origin: origin, tombstone: tombstone)
+        }
+    }
+
     /// The members of `group`, or `nil` when the archive has no record of it
     /// (``ArchiveStore/groupMembers(_:)``).
     public func groupMembers(_ group: String) async throws(ArchiveError) -> [String: UInt64]? {

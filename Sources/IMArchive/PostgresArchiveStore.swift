@@ -113,6 +113,8 @@ public final class PostgresArchiveStore: ArchiveStore {
         """,
         // Schema 3: each entry's conversation, and each user's conversation list.
         "ALTER TABLE imgw_entry ADD COLUMN IF NOT EXISTS conversation text",
+        "ALTER TABLE imgw_entry ADD COLUMN IF NOT EXISTS kind text",
+        "ALTER TABLE imgw_message ADD COLUMN IF NOT EXISTS deleted bigint",
         "CREATE INDEX IF NOT EXISTS imgw_entry_conversation ON imgw_entry (stream, conversation, off)",
         """
         CREATE TABLE IF NOT EXISTS imgw_conversation (
@@ -577,13 +579,13 @@ public final class PostgresArchiveStore: ArchiveStore {
                     rows = try await connection.query("""
                         SELECT e.off, e.origin, m.sender, m.message_id, m.server_time, m.body
                         FROM imgw_entry e JOIN imgw_message m ON m.id = e.message
-                        WHERE e.stream = \(stream) AND e.conversation = \(key) ORDER BY e.off DESC LIMIT \(limit + 1)
+                        WHERE e.stream = \(stream) AND e.conversation = \(key) AND e.kind IS NULL ORDER BY e.off DESC LIMIT \(limit + 1)
                         """, logger: logger)
                 case .before(let offset):
                     rows = try await connection.query("""
                         SELECT e.off, e.origin, m.sender, m.message_id, m.server_time, m.body
                         FROM imgw_entry e JOIN imgw_message m ON m.id = e.message
-                        WHERE e.stream = \(stream) AND e.conversation = \(key) AND e.off < \(Int64(clamping: offset))
+                        WHERE e.stream = \(stream) AND e.conversation = \(key) AND e.kind IS NULL AND e.off < \(Int64(clamping: offset))
                         ORDER BY e.off DESC LIMIT \(limit + 1)
                         """, logger: logger)
                 case .after(let offset):
@@ -591,7 +593,7 @@ public final class PostgresArchiveStore: ArchiveStore {
                     rows = try await connection.query("""
                         SELECT e.off, e.origin, m.sender, m.message_id, m.server_time, m.body
                         FROM imgw_entry e JOIN imgw_message m ON m.id = e.message
-                        WHERE e.stream = \(stream) AND e.conversation = \(key) AND e.off > \(Int64(clamping: offset))
+                        WHERE e.stream = \(stream) AND e.conversation = \(key) AND e.kind IS NULL AND e.off > \(Int64(clamping: offset))
                         ORDER BY e.off ASC LIMIT \(limit + 1)
                         """, logger: logger)
                 }
@@ -668,7 +670,7 @@ public final class PostgresArchiveStore: ArchiveStore {
                     var unread = 0
                     let counted = try await connection.query("""
                         UPDATE imgw_conversation SET read_through = \(marker), unread = (
-                          SELECT count(*) FROM imgw_entry WHERE stream = \(user) AND conversation = \(key) AND off > \(marker) AND origin IS NULL)
+                          SELECT count(*) FROM imgw_entry WHERE stream = \(user) AND conversation = \(key) AND off > \(marker) AND origin IS NULL AND kind IS NULL)
                         WHERE user_id = \(user) AND peer = \(key) RETURNING unread
                         """, logger: logger)
                     for try await value in counted.decode(Int32.self) { unread = Int(value) }
@@ -677,6 +679,59 @@ public final class PostgresArchiveStore: ArchiveStore {
             }
         } catch {
             throw Self.failure(error, "the archive could not mark \(conversation) read for \(user)")
+        }
+    }
+
+    public func deleteMessage(sender: String, messageID: String, at time: UInt64, origin: String?, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> DeletedMessage? {
+        let logger = self.logger
+        do {
+            return try await pooled { connection in
+                try await Self.transaction(on: connection, logger: logger) { connection in
+                    var found: (id: Int64, deleted: Int64?, body: ByteBuffer)?
+                    let rows = try await connection.query(
+                        "SELECT id, deleted, body FROM imgw_message WHERE sender = \(sender) AND message_id = \(messageID) FOR UPDATE", logger: logger)
+                    for try await row in rows.decode((Int64, Int64?, ByteBuffer).self) { found = row }
+                    guard let found else { return nil }
+                    if let deleted = found.deleted {
+                        var copies: [StoredCopy] = []
+                        let made = try await connection.query(
+                            "SELECT stream, off, origin FROM imgw_entry WHERE message = \(found.id) AND kind = 'deleted' ORDER BY stream", logger: logger)
+                        for try await (stream, offset, origin) in made.decode((String, Int64, String?).self) {
+                            copies.append(StoredCopy(stream: stream, offset: UInt64(offset), origin: origin))
+                        }
+                        return DeletedMessage(tombstones: copies, deletedAt: UInt64(deleted), first: false)
+                    }
+                    try await connection.query(
+                        "UPDATE imgw_message SET body = \(ByteBuffer(bytes: tombstone(Array(found.body.readableBytesView)))), deleted = \(Int64(clamping: time)) WHERE id = \(found.id)",
+                        logger: logger)
+                    var originals: [(stream: String, origin: String?, conversation: String?)] = []
+                    let copies = try await connection.query(
+                        "SELECT stream, origin, conversation FROM imgw_entry WHERE message = \(found.id) AND kind IS NULL ORDER BY stream", logger: logger)
+                    for try await row in copies.decode((String, String?, String?).self) { originals.append(row) }
+                    guard !originals.isEmpty else { return DeletedMessage(tombstones: [], deletedAt: time, first: true) }
+                    // The streams' counters, locked in name order as a commit locks them.
+                    let names = originals.map(\.stream)
+                    var last: [String: Int64] = [:]
+                    try await connection.query("SELECT name FROM imgw_stream WHERE name = ANY(\(names)::text[]) ORDER BY name FOR UPDATE", logger: logger)
+                    let moved = try await connection.query("""
+                        UPDATE imgw_stream SET last = last + 1 WHERE name = ANY(\(names)::text[]) RETURNING name, last
+                        """, logger: logger)
+                    for try await (name, value) in moved.decode((String, Int64).self) { last[name] = value }
+                    var tombstones: [StoredCopy] = []
+                    for original in originals {
+                        guard let offset = last[original.stream] else { continue }
+                        let copyOrigin: String? = original.origin == nil ? nil : (origin ?? "")
+                        try await connection.query("""
+                            INSERT INTO imgw_entry (stream, off, message, origin, conversation, kind)
+                            VALUES (\(original.stream), \(offset), \(found.id), \(copyOrigin), \(original.conversation), 'deleted')
+                            """, logger: logger)
+                        tombstones.append(StoredCopy(stream: original.stream, offset: UInt64(offset), origin: copyOrigin))
+                    }
+                    return DeletedMessage(tombstones: tombstones, deletedAt: time, first: true)
+                }
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not delete message \(messageID) of \(sender)")
         }
     }
 

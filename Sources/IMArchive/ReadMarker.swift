@@ -24,3 +24,20 @@ public enum ReadMarkOutcome: Sendable, Hashable {
     /// The offset is past the conversation's newest message, which is at `last`.
     case pastEnd(last: UInt64)
 }
+
+/// A message deleted for everyone (``ArchiveStore/deleteMessage(sender:messageID:at:origin:tombstone:)``).
+public struct DeletedMessage: Sendable, Hashable {
+    /// The tombstone entries, one per stream that held a copy.
+    public var tombstones: [StoredCopy]
+    /// When it was deleted, Unix milliseconds.
+    public var deletedAt: UInt64
+    /// Deleted now (not by an earlier request).
+    public var first: Bool
+
+    /// A deletion.
+    public init(tombstones: [StoredCopy], deletedAt: UInt64, first: Bool) {
+        self.tombstones = tombstones
+        self.deletedAt = deletedAt
+        self.first = first
+    }
+}

@@ -166,6 +166,11 @@ public final class SQLiteArchiveStore: ArchiveStore {
     /// user's conversation list with its read marker and unread count.
     static let historySchema = [
         "ALTER TABLE entry ADD COLUMN conversation TEXT",
+        // A tombstone: an entry of a message deleted for everyone, after the message's own
+        // (which then reads as deleted too: the body is the tombstone's).
+        "ALTER TABLE entry ADD COLUMN kind TEXT",
+        // When the sender deleted it (its body is then a tombstone).
+        "ALTER TABLE message ADD COLUMN deleted INTEGER",
         """
         UPDATE entry SET conversation = (
           SELECT CASE
@@ -480,7 +485,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
             let statement = try db.cachedStatement(sql: """
                 SELECT e.offset, e.origin, m.sender, m.message_id, m.server_time, m.body
                 FROM entry e JOIN message m ON m.id = e.message
-                WHERE e.stream = ? AND e.conversation = ? AND \(condition) ORDER BY e.offset \(order) LIMIT ?
+                WHERE e.stream = ? AND e.conversation = ? AND e.kind IS NULL AND \(condition) ORDER BY e.offset \(order) LIMIT ?
                 """)
             let rows = try Row.fetchCursor(statement, arguments: [stream, conversation.key, bound, limit + 1])
             var entries: [StoredEntry] = []
@@ -539,12 +544,42 @@ public final class SQLiteArchiveStore: ArchiveStore {
             let read = UInt64(row[1] as Int64)
             guard through > read else { return .marked(ReadMarker(conversation: conversation, readThrough: read, unread: Int(row[2] as Int64))) }
             let unread = try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM entry WHERE stream = ? AND conversation = ? AND offset > ? AND origin IS NULL",
+                db, sql: "SELECT count(*) FROM entry WHERE stream = ? AND conversation = ? AND offset > ? AND origin IS NULL AND kind IS NULL",
                 arguments: [user, conversation.key, Int64(clamping: through)]) ?? 0
             try db.execute(
                 sql: "UPDATE conversation SET read_through = ?, unread = ? WHERE user = ? AND peer = ?",
                 arguments: [Int64(clamping: through), unread, user, conversation.key])
             return .marked(ReadMarker(conversation: conversation, readThrough: through, unread: unread))
+        }
+    }
+
+    public func deleteMessage(sender: String, messageID: String, at time: UInt64, origin: String?, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> DeletedMessage? {
+        try await pool.write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT id, deleted, body FROM message WHERE sender = ? AND message_id = ?", arguments: [sender, messageID])
+            else { return nil }
+            let id: Int64 = row[0]
+            if let deleted = row[1] as Int64? {
+                let copies = try Row.fetchAll(db, sql: "SELECT stream, offset, origin FROM entry WHERE message = ? AND kind = 'deleted' ORDER BY stream", arguments: [id])
+                    .map { StoredCopy(stream: $0[0], offset: UInt64($0[1] as Int64), origin: $0[2]) }
+                return DeletedMessage(tombstones: copies, deletedAt: UInt64(deleted), first: false)
+            }
+            let body: Data = row[2]
+            try db.execute(sql: "UPDATE message SET body = ?, deleted = ? WHERE id = ?", arguments: [Data(tombstone([UInt8](body))), Int64(clamping: time), id])
+            let originals = try Row.fetchAll(
+                db, sql: "SELECT stream, origin, conversation FROM entry WHERE message = ? AND kind IS NULL ORDER BY stream", arguments: [id])
+            var copies: [StoredCopy] = []
+            for original in originals {
+                let stream: String = original[0]
+                let last = try Int64.fetchOne(db, sql: "SELECT last FROM stream WHERE name = ?", arguments: [stream]) ?? 0
+                // The sender's own copy: from the device that deleted it (which is not sent it).
+                let copyOrigin: String? = (original[1] as String?) == nil ? nil : (origin ?? "")
+                try db.execute(
+                    sql: "INSERT INTO entry(stream, offset, message, origin, conversation, kind) VALUES (?, ?, ?, ?, ?, 'deleted')",
+                    arguments: [stream, last + 1, id, copyOrigin, original[2] as String?])
+                try db.execute(sql: "UPDATE stream SET last = ? WHERE name = ?", arguments: [last + 1, stream])
+                copies.append(StoredCopy(stream: stream, offset: UInt64(last + 1), origin: copyOrigin))
+            }
+            return DeletedMessage(tombstones: copies, deletedAt: time, first: true)
         }
     }
 

@@ -14,6 +14,9 @@ extension IMClient {
         case location(Location)
         /// A message on a subscribed topic (``IMClient/subscribe(_:)``).
         case publication(Publication)
+        /// The sender deleted a message for everyone (``IMClient/delete(messageID:)``): remove
+        /// it from the conversation. Comes once, online or at the next login.
+        case deleted(Deletion)
         /// Another device of this user moved a read marker (``IMClient/markRead(_:through:)``
         /// there): the conversation's unread count is now ``ReadMarker/unread``.
         case readMarker(ReadMarker)
@@ -138,6 +141,9 @@ extension IMClient {
         /// Whether it came from the archive: the device had missed it (the broker lost it, or
         /// the device was away longer than its session).
         public var isArchived: Bool
+        /// In history: its sender deleted it for everyone (``content`` is empty text, and
+        /// ``serverTime`` is when it was deleted).
+        public var isDeleted: Bool = false
 
         /// The text, for text content.
         public var text: String? { content.text }
@@ -158,6 +164,24 @@ extension IMClient {
             self.serverTime = serverTime
             self.resend = resend
         }
+    }
+
+    /// A message its sender deleted for everyone.
+    public struct Deletion: Sendable, Hashable {
+        /// The sender (this user, for a message it sent from another device: ``isCarbon``).
+        public var from: String
+        /// The deleted message's id.
+        public var messageID: String
+        /// The group, for a group message.
+        public var group: String?
+        /// For this user's own one-to-one message: its recipient.
+        public var to: String?
+        /// Whether this user sent it.
+        public var isCarbon: Bool
+        /// When it was deleted, Unix milliseconds.
+        public var deletedAt: UInt64
+        /// The tombstone's place in this user's stream.
+        public var streamOffset: UInt64?
     }
 
     /// A receipt for a message this user sent.

@@ -125,11 +125,25 @@ extension IMClient {
         return ReadMarker(conversation: conversation, readThrough: ack.readThrough ?? offset, unread: ack.unread ?? 0)
     }
 
+    /// Deletes a message this user sent, for everyone (PROTOCOL.md 6.18): every copy in the
+    /// archive becomes a tombstone, and every device of its recipients (and this user's other
+    /// devices) gets ``Event/deleted(_:)``, online or at its next login. Returns when it was
+    /// deleted (Unix milliseconds); deleting again returns the same.
+    /// - Throws: ``IMClientError/refused(_:_:)`` with BAD_REQUEST (no such message of this
+    ///   user is stored), STORE_UNAVAILABLE, UNKNOWN_OPERATION (no archive).
+    @discardableResult
+    public func delete(messageID: String) async throws(IMClientError) -> UInt64 {
+        let ack = try await request(.delete(MessageDelete(messageID: messageID)), priority: .receipt, durable: false, timeout: configuration.ackTimeout)
+        return ack.serverTime ?? 0
+    }
+
     /// A stored message as the application sees it.
     static func message(_ delivery: ChatDelivery) -> Message {
-        Message(
+        var message = Message(
             from: delivery.from, messageID: delivery.messageID, content: delivery.content, serverTime: delivery.serverTime,
             resend: false, group: delivery.group, to: delivery.to, isCarbon: delivery.carbon, streamOffset: delivery.streamOffset,
             isArchived: true)
+        message.isDeleted = delivery.deleted
+        return message
     }
 }

@@ -13,6 +13,7 @@ extension Output {
         case .publication(let publication): self.publication(publication)
         case .typing(let typing): self.typing(typing)
         case .readMarker(let marker): readMarker(marker)
+        case .deleted(let deletion): deleted(deletion)
         case .kicked(let code, let message):
             notice([("type", "kicked")] + Self.codeFields(code, message), "kicked by the gateway: \(Self.describe(code, message))")
         case .error(let code, let message):
@@ -51,7 +52,7 @@ extension Output {
         case .kicked, .error, .reconnecting, .reconnected, .disconnected: true
         // A catch-up is news when it brought something, or could not continue.
         case .synced(let result): result.replayed > 0 || result.status != .continued
-        case .message, .receipt, .presence, .location, .publication, .typing, .readMarker: false
+        case .message, .receipt, .presence, .location, .publication, .typing, .readMarker, .deleted: false
         }
     }
 
@@ -95,6 +96,19 @@ extension Output {
     }
 
     /// `[typing] alice is typing`, `[typing] alice in team stopped`.
+    /// A message its sender deleted.
+    func deleted(_ deletion: IMClient.Deletion) {
+        if json {
+            var fields: [(String, JSONValue)] = [("type", "deleted"), ("from", .string(deletion.from)), ("id", .string(deletion.messageID))]
+            if let group = deletion.group { fields.append(("group", .string(group))) }
+            if let to = deletion.to { fields.append(("to", .string(to))) }
+            fields.append(("deleted_at", .number(deletion.deletedAt)))
+            line(fields)
+        } else {
+            line("[deleted] \(deletion.from)'s message \(deletion.messageID)\(deletion.group.map { " in \($0)" } ?? "")")
+        }
+    }
+
     /// A read marker another device of the user moved.
     func readMarker(_ marker: IMClient.ReadMarker) {
         if json {

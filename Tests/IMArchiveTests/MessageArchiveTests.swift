@@ -76,6 +76,9 @@ final class FaultyStore: ArchiveStore {
     func markRead(user: String, conversation: Conversation, through: UInt64) async throws -> ReadMarkOutcome {
         try await inner.markRead(user: user, conversation: conversation, through: through)
     }
+    func deleteMessage(sender: String, messageID: String, at time: UInt64, origin: String?, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> DeletedMessage? {
+        try await inner.deleteMessage(sender: sender, messageID: messageID, at: time, origin: origin, tombstone: tombstone)
+    }
     func close() async { await inner.close() }
 }
 

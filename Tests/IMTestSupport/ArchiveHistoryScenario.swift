@@ -128,6 +128,33 @@ package enum ArchiveHistoryScenario {
         _ = try await store.commit([inGroup("team", "carol", "g-5", members: ["alice", "bob", "carol", "dave"], at: tick())], positions: [])
         let after = try #require(try await store.conversations(user: "bob", before: nil, limit: 1).conversations.first)
         #expect(after.unread == 1 && after.readThrough == bobTeam[3].offset && after.last?.messageID == "g-5")
+        // Deleting for everyone: the body becomes the tombstone, each stream with a copy gets
+        // a tombstone entry at its end (the sender's own from the deleting device).
+        let bobLast = try await store.bounds(of: "bob").last
+        let aliceLast = try await store.bounds(of: "alice").last
+        let tombstone = Array(#"{"deleted":1}"#.utf8)
+        let deleted = try #require(try await store.deleteMessage(sender: "alice", messageID: "a-5", at: 9_000, origin: "laptop") { body in
+            // Made from the stored body.
+            String(decoding: body, as: UTF8.self).contains(#""id":"a-5""#) ? tombstone : []
+        })
+        #expect(deleted.first && deleted.deletedAt == 9_000)
+        #expect(Set(deleted.tombstones) == [StoredCopy(stream: "bob", offset: bobLast + 1), StoredCopy(stream: "alice", offset: aliceLast + 1, origin: "laptop")])
+        let again = try #require(try await store.deleteMessage(sender: "alice", messageID: "a-5", at: 9_500, origin: "phone") { _ in [1] })
+        #expect(!again.first && again.deletedAt == 9_000 && Set(again.tombstones) == Set(deleted.tombstones), "deleting again changes nothing")
+        #expect(try await store.deleteMessage(sender: "alice", messageID: "nope", at: 9_000, origin: nil) { _ in tombstone } == nil)
+        #expect(try await store.deleteMessage(sender: "bob", messageID: "a-6", at: 9_000, origin: nil) { _ in tombstone } == nil,
+                "another sender's message is not found under this sender")
+        // Catching up reads the tombstone; history shows the message in its place, deleted.
+        let caught = try await store.read(stream: "bob", after: bobLast, through: .max, limit: 10)
+        #expect(caught.map(\.offset) == [bobLast + 1] && caught.first?.messageID == "a-5" && caught.first?.body == tombstone)
+        let aliceHistory = try await store.history(stream: "bob", conversation: .user("alice"), position: .latest, limit: 200)
+        #expect(aliceHistory.entries.count == 33, "the tombstone is not a message of its own")
+        #expect(aliceHistory.entries.first { $0.messageID == "a-5" }?.body == tombstone)
+        #expect(aliceHistory.entries.first { $0.messageID == "a-6" }?.body != tombstone)
+        let lines = try await store.conversations(user: "bob", before: nil, limit: 50).conversations
+        #expect(lines.first { $0.conversation == .user("alice") }?.unread == 0, "a tombstone is not unread")
+        #expect(lines.first { $0.conversation == .user("alice") }?.last?.messageID == "b-30")
+
         // carol's list is untouched by bob's markers.
         #expect(try await store.conversations(user: "carol", before: nil, limit: 50).conversations.first { $0.conversation == .group("team") }?
             .readThrough ?? 0 > g1.offset)

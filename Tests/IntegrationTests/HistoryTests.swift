@@ -139,4 +139,56 @@ struct HistoryTests {
         #expect(try await phone.markRead(.user("alice"), through: 1).readThrough == newest)
         await alice.drop()
     }
+
+    @Test("a delete reaches an online recipient, an offline one at its next login and the sender's other device, as a tombstone; history shows it deleted; an unknown id, or another's message, is refused", arguments: Store.allCases)
+    func deletes(_ store: Store) async throws {
+        let gateway = try await Self.gateway(store)
+        let alicePhone = try await Self.client(gateway, "alice", "phone")
+        let aliceLaptop = try await Self.client(gateway, "alice", "laptop")
+        let laptopEvents = Collector(aliceLaptop.events)
+        let bobPhone = try await Self.client(gateway, "bob", "phone")
+        let phoneEvents = Collector(bobPhone.events)
+        let tablet = try await Self.client(gateway, "bob", "tablet")
+        let tabletEvents = Collector(tablet.events)
+
+        let sent = try await alicePhone.send(to: "bob", text: "oops, wrong chat")
+        try await alicePhone.send(to: "bob", text: "this one stays")
+        #expect(try await nextMessage(tabletEvents).text == "oops, wrong chat")
+        #expect(try await nextMessage(tabletEvents).text == "this one stays")
+        await tablet.close()
+
+        let deletedAt = try await alicePhone.delete(messageID: sent.messageID)
+        #expect(deletedAt > 0)
+        #expect(try await alicePhone.delete(messageID: sent.messageID) == deletedAt, "deleting again: the same deletion")
+        let online = try await Self.nextDeletion(phoneEvents)
+        #expect(online.from == "alice" && online.messageID == sent.messageID && online.deletedAt == deletedAt && !online.isCarbon)
+        let carbon = try await Self.nextDeletion(laptopEvents)
+        #expect(carbon.messageID == sent.messageID && carbon.isCarbon && carbon.to == "bob")
+        // The tablet was away: the tombstone comes with its catch-up.
+        let back = try await Self.client(gateway, "bob", "tablet")
+        let backEvents = Collector(back.events)
+        let later = try await Self.nextDeletion(backEvents)
+        #expect(later.messageID == sent.messageID && later.from == "alice")
+
+        let history = try await back.history(of: .user("alice"))
+        #expect(history.messages.map(\.messageID).count == 2)
+        let gone = try #require(history.messages.first { $0.messageID == sent.messageID })
+        #expect(gone.isDeleted && gone.text == "" && gone.serverTime == deletedAt)
+        #expect(history.messages.last?.text == "this one stays" && history.messages.last?.isDeleted == false)
+
+        await #expect(throws: IMClientError.refused(.badRequest, "no message nope of alice is stored")) {
+            try await alicePhone.delete(messageID: "nope")
+        }
+        await #expect(throws: IMClientError.refused(.badRequest, "no message \(sent.messageID) of bob is stored"),
+                      "bob cannot delete alice's message: under his name there is none") {
+            try await bobPhone.delete(messageID: sent.messageID)
+        }
+    }
+
+    /// The next deletion among a client's events (other events skipped).
+    static func nextDeletion(_ events: Collector<IMClient.Event>) async throws -> IMClient.Deletion {
+        while true {
+            if case .deleted(let deletion) = try await events.next(within: 10, "a deletion") { return deletion }
+        }
+    }
 }

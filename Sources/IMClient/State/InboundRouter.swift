@@ -69,6 +69,14 @@ struct InboundRouter: Sendable {
             let ack = Action.reply(frame.ack(timestamp: timestamp))
             // Once per offset (live and from the archive), and once per sender and id.
             if let offset = delivery.streamOffset, !cursor.received(offset) { return [ack] }
+            if delivery.deleted {
+                // A tombstone: once, apart from the message it deletes.
+                guard dedup.firstSighting(sender: delivery.from, messageID: delivery.messageID + "\u{0}deleted") else { return [ack] }
+                let deletion = IMClient.Deletion(
+                    from: delivery.from, messageID: delivery.messageID, group: delivery.group, to: delivery.to, isCarbon: delivery.carbon,
+                    deletedAt: delivery.serverTime, streamOffset: delivery.streamOffset)
+                return [.emit(.deleted(deletion)), ack]
+            }
             guard dedup.firstSighting(sender: delivery.from, messageID: delivery.messageID) else { return [ack] }
             if delivery.archived { replayed += 1 }
             let surfaced = IMClient.Message(

@@ -12,6 +12,10 @@ extension ChatPayload: FixedShapePayload {
             writer.key("data")
             writer.string(data)
         }
+        if let deleted {
+            writer.key("deleted")
+            writer.number(deleted)
+        }
         if let epoch {
             writer.key("epoch")
             writer.number(epoch)
@@ -64,7 +68,7 @@ extension ChatPayload: FixedShapePayload {
         guard let payload = PayloadJSONReader.read(bytes, { reader -> ChatPayload? in
             var id: String?, from: String?, to: String?, ts: UInt64?, type: String?
             var text: String?, data: String?, qos: Int?, ext: [Extension]?, group: String?, carbon: Bool?
-            var offset: UInt64?, epoch: UInt64?
+            var offset: UInt64?, epoch: UInt64?, deleted: UInt64?
             let complete = reader.object { key, reader in
                 // An unknown or repeated key ends the fast path: Foundation's decoder decides.
                 if key.spells("id") { return PayloadJSONReader.fill(&id, with: reader.string()) }
@@ -80,12 +84,15 @@ extension ChatPayload: FixedShapePayload {
                 if key.spells("carbon") { return PayloadJSONReader.fill(&carbon, with: reader.bool()) }
                 if key.spells("offset") { return PayloadJSONReader.fill(&offset, with: reader.unsignedInteger()) }
                 if key.spells("epoch") { return PayloadJSONReader.fill(&epoch, with: reader.unsignedInteger()) }
+                if key.spells("deleted") { return PayloadJSONReader.fill(&deleted, with: reader.unsignedInteger()) }
                 return false
             }
             guard complete, let id, let from, let to, let ts, let type else { return nil }
-            return ChatPayload(
+            var payload = ChatPayload(
                 id: id, from: from, to: to, ts: ts, type: type, text: text, data: data, qos: qos, ext: ext, group: group, carbon: carbon,
                 offset: offset, epoch: epoch)
+            payload.deleted = deleted
+            return payload
         }) else { return nil }
         self = payload
     }

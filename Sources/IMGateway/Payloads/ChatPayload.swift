@@ -14,7 +14,8 @@ import NIOCore
 /// `location_card`, `custom`: the lower-cased IMWire tag names) is base64 in `data`. `qos` is
 /// present only when not 1; `ext` holds application-defined items (tags 0xF000–0xFFFE).
 /// With the message archive, `offset` is the copy's place in the stream of the inbox's user
-/// and `epoch` the archive's epoch (``IMArchive/ArchiveEpoch``).
+/// and `epoch` the archive's epoch (``IMArchive/ArchiveEpoch``). A message its sender deleted
+/// for everyone is a tombstone: `type` `deleted`, `deleted` the time, no `text`, `data` or `ext`.
 public struct ChatPayload: Codable, Hashable, Sendable {
     /// The sender's message id.
     public var id: String
@@ -43,6 +44,9 @@ public struct ChatPayload: Codable, Hashable, Sendable {
     public var offset: UInt64?
     /// The archive's epoch, with `offset`.
     public var epoch: UInt64?
+    /// A tombstone (`type` `deleted`, no content): when the sender deleted the message for
+    /// everyone, Unix milliseconds.
+    public var deleted: UInt64?
 
     /// One application-defined TLV item.
     public struct Extension: Codable, Hashable, Sendable {
@@ -118,10 +122,37 @@ public struct ChatPayload: Codable, Hashable, Sendable {
         ChatPayload(send: send, from: from, serverTime: serverTime)
     }
 
+    /// The `type` of a tombstone.
+    public static let deletedType = "deleted"
+
+    /// The tombstone of a stored body (``archived(send:from:serverTime:)``): the same message,
+    /// without its content, deleted at `time`. A body that cannot be read becomes a bare
+    /// tombstone with what is known.
+    public static func tombstone(of body: [UInt8], sender: String, messageID: String, at time: UInt64) -> [UInt8] {
+        var payload = (try? PayloadCodec.decode(ChatPayload.self, from: body))
+            ?? ChatPayload(id: messageID, from: sender, to: sender, ts: time, type: deletedType)
+        payload.type = deletedType
+        payload.text = nil
+        payload.data = nil
+        payload.ext = nil
+        payload.deleted = time
+        return PayloadCodec.encode(payload)
+    }
+
     /// The DELIVERY frame body for the recipient's devices; checks every field.
     public func delivery(resend: Bool = false) throws(PayloadError) -> ChatDelivery {
         guard IMIdentifier.isValid(self.from) else { throw .invalidField("from", value: self.from) }
         guard IMWire.messageIDLength.contains(self.id.utf8.count) else { throw .invalidField("id", value: self.id) }
+        if self.deleted != nil || self.type == Self.deletedType {
+            if let group { guard IMIdentifier.isValid(group) else { throw .invalidField("group", value: group) } }
+            let isCarbon = carbon == true
+            if isCarbon && group == nil { guard IMIdentifier.isValid(self.to) else { throw .invalidField("to", value: self.to) } }
+            var delivery = ChatDelivery(
+                from: self.from, messageID: self.id, serverTime: self.deleted ?? self.ts, content: .text(""), resend: resend, group: group,
+                to: isCarbon && group == nil ? self.to : nil, carbon: isCarbon)
+            delivery.deleted = true
+            return delivery
+        }
         guard let tag = Self.tag(ofType: self.type) else { throw .invalidField("type", value: self.type) }
         let value: ByteBuffer
         if tag == .text, let text = self.text {

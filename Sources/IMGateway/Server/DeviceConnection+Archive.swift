@@ -155,7 +155,7 @@ extension DeviceConnection {
                 machine.downlink.queue.enqueue(
                     Downlink.Entry(
                         message: .delivery(delivery), deliveryID: nil,
-                        origin: entry.origin == nil ? PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID) : nil,
+                        origin: entry.origin == nil && !delivery.deleted ? PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID) : nil,
                         offset: entry.offset),
                     class: .chat)
                 gateway.statistics.messagesOut.add(1, ordering: .relaxed)

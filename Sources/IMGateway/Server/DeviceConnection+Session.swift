@@ -60,6 +60,8 @@ extension DeviceConnection {
             submit(.conversations(query), header)
         case .readMarker(let marker):
             submit(.readMarker(marker), header)
+        case .delete(let request):
+            submit(.delete(request), header)
         default:
             reply(Ack.refusing(sequence: header.sequence, code: .unknownOperation, message: "not supported by this gateway yet"), to: header)
         }
@@ -402,7 +404,7 @@ extension DeviceConnection {
             machine.downlink.queue.enqueue(
                 Downlink.Entry(message: .delivery(delivery), deliveryID: message.deliveryID,
                               // A carbon's ACK makes no "delivered" receipt.
-                              origin: delivery.carbon ? nil : PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID),
+                              origin: delivery.carbon || delivery.deleted ? nil : PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID),
                               offset: offset),
                 class: .chat)
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)

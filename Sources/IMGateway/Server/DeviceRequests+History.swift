@@ -137,6 +137,47 @@ extension DeviceRequests {
         }
     }
 
+    /// Deletes one of the user's messages for everyone (PROTOCOL.md 6.18): stored as
+    /// tombstones first, then each published to its stream's inbox with its offset (a repeat
+    /// publishes the first deletion's again), then the ACK.
+    func delete(_ request: MessageDelete, header: IMFrameHeader) async throws {
+        guard let archive = archive(header) else { return }
+        let me = session.user
+        if let from = request.from, from != me {
+            return reply(Ack.refusing(sequence: header.sequence, code: .forbidden,
+                                      message: "only its sender can delete a message: \(request.messageID) is \(from)'s"), to: header)
+        }
+        let id = request.messageID
+        let now = unixMilliseconds()
+        guard let deleted = try await archive.deleteMessage(sender: me, messageID: id, at: now, origin: session.device, tombstone: { body in
+            ChatPayload.tombstone(of: body, sender: me, messageID: id, at: now)
+        }) else {
+            return reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: "no message \(id) of \(me) is stored"), to: header)
+        }
+        guard let first = deleted.tombstones.first,
+              let body = try await archive.read(stream: first.stream, after: first.offset - 1, through: first.offset, limit: 1).first?.body,
+              let stored = try? PayloadCodec.decode(ChatPayload.self, from: body)
+        else {
+            return reply(Ack(sequence: header.sequence, messageID: id, serverTime: deleted.deletedAt), to: header)
+        }
+        let epoch = archive.epoch.rawValue
+        var publishes: [OutgoingPublish] = []
+        for copy in deleted.tombstones {
+            var payload = stored.copy(for: copy.stream, own: copy.origin != nil)
+            payload.offset = copy.offset
+            payload.epoch = epoch
+            let topic = context.topics.inbox(user: copy.stream)
+            let bytes = PayloadCodec.encode(payload)
+            publishes.append(OutgoingPublish(
+                topic: topic, payload: bytes, qos: .atLeastOnce,
+                properties: .gateway(sender: me, messageID: id, tag: context.authenticator.tag(topic: topic, payload: bytes))))
+            // This device deleted it: its own tombstone is done.
+            if copy.origin == session.device { mailbox.post(.ownStored(copy.offset)) }
+        }
+        try await session.publishAll(publishes, window: brokerFit.publishWindow)
+        reply(Ack(sequence: header.sequence, messageID: id, serverTime: deleted.deletedAt), to: header)
+    }
+
     /// How many bytes a record of `delivery` takes in a page.
     static func encodedSize(_ delivery: ChatDelivery) -> Int {
         var writer = TLVWriter(allocator: ByteBufferAllocator(), capacity: 256)

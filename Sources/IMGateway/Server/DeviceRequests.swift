@@ -37,6 +37,8 @@ struct DeviceRequests: Sendable {
         case conversations(ConversationsQuery)
         /// A read marker moved.
         case readMarker(ReadMarkerUpdate)
+        /// A message of the user deleted for everyone.
+        case delete(MessageDelete)
     }
 
     let session: any DeviceSession
@@ -184,6 +186,8 @@ struct DeviceRequests: Sendable {
             try await conversations(query, header: header)
         case .readMarker(let marker):
             try await readMarker(marker, header: header)
+        case .delete(let request):
+            try await delete(request, header: header)
         }
     }
 

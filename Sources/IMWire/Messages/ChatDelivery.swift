@@ -35,6 +35,8 @@ public struct ChatDelivery: IMMessageBody {
     public var streamOffset: UInt64?
     /// Whether it was replayed from the archive (the device had missed it).
     public var archived: Bool
+    /// DELETED: the sender deleted the message for everyone; ``content`` is empty text.
+    public var deleted: Bool = false
 
     /// Creates a delivery.
     public init(
@@ -86,7 +88,8 @@ public struct ChatDelivery: IMMessageBody {
         self.carbon = try fields.flag(.carbon)
         self.messageID = try fields.string(.messageID, length: IMWire.messageIDLength)
         self.serverTime = try fields.integer(.serverTime)
-        self.content = try IMContent(fields: fields)
+        self.deleted = try fields.flag(.deleted)
+        self.content = self.deleted ? .text("") : try IMContent(fields: fields)
         self.qos = try fields.qos(default: .atLeastOnce)
         self.resend = try fields.flag(.resend)
         self.extensions = fields.applicationItems
@@ -110,7 +113,11 @@ public struct ChatDelivery: IMMessageBody {
         if self.resend { writer.write(.resend, flag: true) }
         if let streamOffset { writer.write(.streamOffset, integer: streamOffset) }
         if self.archived { writer.write(.archived, flag: true) }
-        self.content.write(to: &writer)
+        if self.deleted {
+            writer.write(.deleted, flag: true)
+        } else {
+            self.content.write(to: &writer)
+        }
         for item in self.extensions { writer.write(item) }
     }
 }

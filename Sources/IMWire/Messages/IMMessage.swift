@@ -41,6 +41,8 @@ public enum IMMessage: Hashable, Sendable {
     case conversationList(ConversationsAnswer)
     /// READ_MARKER (CONTROL), either direction.
     case readMarker(ReadMarkerUpdate)
+    /// DELETE (CONTROL), client to gateway.
+    case delete(MessageDelete)
     /// CHAT (DATA), client to gateway.
     case chat(ChatSend)
     /// DELIVERY (DATA), gateway to client.
@@ -121,6 +123,7 @@ public enum IMMessage: Hashable, Sendable {
         case .conversations: self = .conversations(try ConversationsQuery(fields: fields))
         case .conversationList: self = .conversationList(try ConversationsAnswer(fields: fields))
         case .readMarker: self = .readMarker(try ReadMarkerUpdate(fields: fields))
+        case .delete: self = .delete(try MessageDelete(fields: fields))
         case .chat: self = .chat(try ChatSend(fields: fields))
         case .delivery: self = .delivery(try ChatDelivery(fields: fields))
         case .receipt: self = .readReceipt(try ReadReceipt(fields: fields))
@@ -160,6 +163,7 @@ public enum IMMessage: Hashable, Sendable {
         case .conversations(let m): m
         case .conversationList(let m): m
         case .readMarker(let m): m
+        case .delete(let m): m
         case .chat(let m): m
         case .delivery(let m): m
         case .readReceipt(let m): m

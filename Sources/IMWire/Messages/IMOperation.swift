@@ -48,6 +48,9 @@ public struct IMOperation: RawRepresentable, Hashable, Sendable, Comparable, Cus
     /// with the marker and the unread count); gateway to client, another device of the user
     /// moved it.
     public static let readMarker = IMOperation(0x001B)
+    /// Delete a message this user sent, for everyone, client to gateway (ACKed); every copy
+    /// becomes a tombstone, delivered as a DELIVERY with DELETED.
+    public static let delete = IMOperation(0x001C)
     /// Watch users' presence.
     public static let presenceWatch = IMOperation(0x0020)
     /// Stop watching users' presence.
@@ -104,6 +107,7 @@ public struct IMOperation: RawRepresentable, Hashable, Sendable, Comparable, Cus
         0x0013: ("KICK", .control), 0x0014: ("ERROR", .control), 0x0015: ("TOKEN_REFRESH", .control),
         0x0016: ("SYNC", .control), 0x0017: ("HISTORY", .control), 0x0018: ("HISTORY_PAGE", .control),
         0x0019: ("CONVERSATIONS", .control), 0x001A: ("CONVERSATION_LIST", .control), 0x001B: ("READ_MARKER", .control),
+        0x001C: ("DELETE", .control),
         0x0020: ("PRESENCE_WATCH", .control), 0x0021: ("PRESENCE_UNWATCH", .control),
         0x0022: ("PRESENCE", .control),
         0x0030: ("LOCATION_SHARE_START", .control), 0x0031: ("LOCATION_SHARE_STOP", .control),

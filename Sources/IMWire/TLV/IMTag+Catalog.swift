@@ -86,6 +86,7 @@ extension IMTag {
         0x020E: ("COMPLETE", .u8, "HISTORY_PAGE, CONVERSATION_LIST: 1, nothing is left in the page's direction."),
         0x020F: ("UNREAD", .u32, "Messages from others after the read marker."),
         0x0210: ("READ_THROUGH", .u64, "Read marker: the user has read the conversation up to this offset of its stream."),
+        0x0211: ("DELETED", .u8, "DELIVERY, history record: 1, the sender deleted this message for everyone (no content)."),
         0x0300: ("LAST_SEEN", .u64, "When the device was last online, Unix milliseconds."),
         0x0400: ("LAT", .f64, "Latitude, degrees, -90 to 90."),
         0x0401: ("LON", .f64, "Longitude, degrees, -180 to 180."),

@@ -130,6 +130,9 @@ extension IMTag {
     public static let unread: IMTag = 0x020F
     /// A read marker (u64): the user has read the conversation up to this offset of its stream.
     public static let readThrough: IMTag = 0x0210
+    /// In a DELIVERY or a history record (u8 flag): 1, the sender deleted this message for
+    /// everyone; it has no content.
+    public static let deleted: IMTag = 0x0211
 
     // MARK: Presence (0x0300–0x03FF)
 

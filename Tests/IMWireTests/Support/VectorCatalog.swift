@@ -255,6 +255,20 @@ enum VectorCatalog {
             entry("read-marker-notice", "History", "READ_MARKER to bob's other devices", g2c,
                   "On bob's laptop, online: another device of bob moved the marker; the unread count of `team` is 0. Not acknowledged.",
                   .readMarker(ReadMarkerUpdate(conversation: .group("team"), readThrough: 43, unread: 0)), sequence: 7),
+            entry("delete", "History", "DELETE: alice deletes her message for everyone", c2g,
+                  "MESSAGE_ID `m-0001`, a message alice sent (FROM, if present, must be alice). Every copy becomes a tombstone (section 6.18).",
+                  .delete(MessageDelete(messageID: "m-0001")), sequence: 35),
+            entry("delete-ack", "History", "ACK of the DELETE", g2c,
+                  "MESSAGE_ID and SERVER_TIME (when it was deleted): every copy is a tombstone, and every device of bob (and alice's others) is told.",
+                  .ack(Ack(sequence: 35, messageID: "m-0001", serverTime: serverTime + 60_000)), sequence: 0),
+            entry("delivery-deleted", "History", "The tombstone on bob's device", g2c,
+                  "A DELIVERY with DELETED 1 and no content: FROM `alice`, MESSAGE_ID `m-0001`, SERVER_TIME the deletion's, STREAM_OFFSET the tombstone's place in bob's stream. bob's device ACKs it and removes the message; no delivered receipt goes back for it. History shows the message the same way.",
+                  .delivery({
+                      var tombstone = ChatDelivery(from: "alice", messageID: "m-0001", serverTime: serverTime + 60_000, content: .text(""), streamOffset: 44)
+                      tombstone.deleted = true
+                      return tombstone
+                  }()),
+                  sequence: 8),
             // Groups
             entry("group-chat", "Groups", "Chat message from alice to the group `team`", c2g,
                   "DATA with GROUP `team` instead of TO: CHAT is implied by GROUP without FROM. Every member but alice's sending device gets it (section 6.11).",
