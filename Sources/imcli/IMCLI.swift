@@ -19,6 +19,10 @@ struct IMCLI: AsyncParsableCommand {
               imcli location watch --as bob alice # one line per position of alice's
               imcli sub --as bob news             # im/t/news hello
               imcli pub --as alice news hello     # publishes hello on im/t/news
+              imcli history --as bob --with alice # the conversation, oldest first
+              imcli conversations --as bob        # most recent first, unread counts
+              imcli read --as bob --with alice    # marked read up to the newest
+              imcli delete --as alice ID          # deleted for everyone
               imcli token alice                   # a token for the local config
               imcli admin presence bob            # the server API, with IMGW_API_KEY set
 
@@ -39,7 +43,10 @@ struct IMCLI: AsyncParsableCommand {
               4  timeout: no answer from the gateway in time
             """,
         version: IMGatewayInfo.version,
-        subcommands: [Send.self, Listen.self, GroupCommand.self, TypingCommand.self, WatchPresence.self, LocationCommand.self, Publish.self, Subscribe.self, Token.self, Admin.self])
+        subcommands: [
+            Send.self, Listen.self, GroupCommand.self, TypingCommand.self, WatchPresence.self, LocationCommand.self, Publish.self, Subscribe.self,
+            HistoryCommand.self, ConversationsCommand.self, ReadCommand.self, DeleteCommand.self, Token.self, Admin.self,
+        ])
 
     /// Like ArgumentParser's, except that usage errors exit with 1 (not 64).
     static func main() async {

@@ -68,6 +68,61 @@ extension Output {
         }
     }
 
+    /// A message of a conversation's history: as a received one, with its offset, or
+    /// [deleted].
+    func stored(_ message: IMClient.Message) {
+        guard message.isDeleted else {
+            if json {
+                self.message(message)
+            } else {
+                let conversation = message.group.map { " in \($0)" } ?? (message.isCarbon ? message.to.map { " to \($0)" } ?? "" : "")
+                let who = (message.isCarbon ? "you" : message.from) + conversation
+                let body = message.text ?? "[\(Self.contentName(message.content.tag)), \(message.content.value.readableBytes) bytes]"
+                line("\(message.streamOffset.map { "\($0) " } ?? "")\(who): \(body)")
+            }
+            return
+        }
+        if json {
+            var fields: [(String, JSONValue)] = [("type", "deleted"), ("from", .string(message.from)), ("id", .string(message.messageID))]
+            if let group = message.group { fields.append(("group", .string(group))) }
+            if let to = message.to { fields.append(("to", .string(to))) }
+            fields.append(("deleted_at", .number(message.serverTime)))
+            if let offset = message.streamOffset { fields.append(("offset", .number(offset))) }
+            line(fields)
+        } else {
+            line("\(message.streamOffset.map { "\($0) " } ?? "")\(message.isCarbon ? "you" : message.from): [deleted]")
+        }
+    }
+
+    /// One line of the conversation list.
+    func conversation(_ line: IMClient.ConversationLine) {
+        if json {
+            var fields: [(String, JSONValue)] = [("type", "conversation")]
+            switch line.conversation {
+            case .user(let id): fields.append(("with", .string(id)))
+            case .group(let id): fields.append(("group", .string(id)))
+            }
+            fields += [("unread", .number(UInt64(line.unread))), ("read_through", .number(line.readThrough)),
+                       ("last_offset", .number(line.lastOffset)), ("last_time", .number(line.lastTime))]
+            if let last = line.last {
+                fields.append(("last_from", .string(last.from)))
+                fields.append(("last_id", .string(last.messageID)))
+                if last.isDeleted { fields.append(("last_deleted", .bool(true))) } else if let text = last.text { fields.append(("last_text", .string(text))) }
+            }
+            self.line(fields)
+        } else {
+            let name: String = switch line.conversation {
+            case .user(let id): id
+            case .group(let id): "\(id) (group)"
+            }
+            let last = line.last.map { message in
+                let body = message.isDeleted ? "[deleted]" : message.text ?? "[\(Self.contentName(message.content.tag))]"
+                return "\(message.isCarbon ? "you" : message.from): \(body)"
+            } ?? ""
+            self.line("\(name)\(line.unread > 0 ? " (\(line.unread) unread)" : "") \(last)")
+        }
+    }
+
     private func message(_ message: IMClient.Message) {
         if json {
             var fields: [(String, JSONValue)] = [

@@ -191,4 +191,39 @@ struct HistoryTests {
             if case .deleted(let deletion) = try await events.next(within: 10, "a deletion") { return deletion }
         }
     }
+
+    @Test("imcli: history, conversations, read, delete against a real imgw; a bad LIMIT exits 1, a marker past the end exits 2")
+    func cli() async throws {
+        let gateway = try await Self.gateway(.sqlite)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        let port = ["--port", String(gateway.port)]
+        func imcli(_ user: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
+            try await IMClientIntegrationTests.runCLI(arguments + ["--token", try await minter.mint(user: user)] + port)
+        }
+        for (index, text) in ["first", "second", "third"].enumerated() {
+            let sent = try await imcli("alice", ["send", "--to", "bob", "--id", "h-\(index + 1)", text])
+            #expect(sent.status == 0, "\(sent.output)")
+        }
+        let history = try await imcli("bob", ["history", "--with", "alice"])
+        #expect(history.status == 0 && history.output.contains("alice: first") && history.output.contains("alice: third"), "\(history.output)")
+        let page = try await imcli("bob", ["history", "--with", "alice", "--limit", "2", "--json"])
+        let ids = page.output.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["id"] as? String
+        }
+        #expect(ids == ["h-2", "h-3"], "\(page.output)")
+        let list = try await imcli("bob", ["conversations"])
+        #expect(list.status == 0 && list.output.contains("alice (3 unread) alice: third"), "\(list.output)")
+        let read = try await imcli("bob", ["read", "--with", "alice"])
+        #expect(read.status == 0, "\(read.output)")
+        #expect(try await imcli("bob", ["conversations"]).output.contains("alice alice: third"))
+        let deleted = try await imcli("alice", ["delete", "h-3"])
+        #expect(deleted.status == 0 && deleted.output.contains("deleted h-3 for everyone"), "\(deleted.output)")
+        let after = try await imcli("bob", ["history", "--with", "alice"])
+        #expect(after.output.contains("alice: [deleted]") && !after.output.contains("third"), "\(after.output)")
+
+        let badLimit = try await imcli("bob", ["history", "--with", "alice", "--limit", "500"])
+        #expect(badLimit.status == 1 && badLimit.output.contains("--limit must be 1-200"), "\(badLimit.output)")
+        let pastEnd = try await imcli("bob", ["read", "--with", "alice", "9999"])
+        #expect(pastEnd.status == 2 && pastEnd.output.contains("BAD_REQUEST"), "\(pastEnd.output)")
+    }
 }
