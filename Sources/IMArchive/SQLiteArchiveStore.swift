@@ -544,7 +544,9 @@ public final class SQLiteArchiveStore: ArchiveStore {
             let read = UInt64(row[1] as Int64)
             guard through > read else { return .marked(ReadMarker(conversation: conversation, readThrough: read, unread: Int(row[2] as Int64))) }
             let unread = try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM entry WHERE stream = ? AND conversation = ? AND offset > ? AND origin IS NULL AND kind IS NULL",
+                // The conversation's entries after the marker, not the stream's (SQLite's planner
+                // would take the primary key without statistics).
+                db, sql: "SELECT count(*) FROM entry INDEXED BY entry_conversation WHERE stream = ? AND conversation = ? AND offset > ? AND origin IS NULL AND kind IS NULL",
                 arguments: [user, conversation.key, Int64(clamping: through)]) ?? 0
             try db.execute(
                 sql: "UPDATE conversation SET read_through = ?, unread = ? WHERE user = ? AND peer = ?",
