@@ -65,25 +65,25 @@ struct TokenExpiryTests {
 /// IMClient keeps its session past its token's expiry by refreshing it (PROTOCOL.md 6.1.1).
 @Suite("IMClient: token refresh through a gateway", .stopsWhatItStarts, .timeLimit(.minutes(2)))
 struct TokenRefreshIntegrationTests {
-    @Test("a client with a token provider outlives several short tokens (4 s); chat still flows and it was never kicked")
+    @Test("a client with a token provider outlives several short tokens (6 s); chat still flows and it was never kicked")
     func refreshesBeforeExpiry() async throws {
-        // Tokens of 4 s and 2 s of leeway: the client refreshes at 80% of the lifetime (3.2 s),
-        // 2.8 s before the gateway would kick it, a margin a loaded machine keeps.
-        let gateway = try await TestGateway.start { $0.auth.leeway = 2 }
+        // Tokens of 6 s and 3 s of leeway: the client refreshes at 80% of the lifetime (4.8 s),
+        // 4.2 s before the gateway would kick it, a margin a loaded machine keeps.
+        let gateway = try await TestGateway.start { $0.auth.leeway = 3 }
         let minter = gateway.minter
         let minted = ProviderCalls()
-        var configuration = IMClient.Configuration(port: gateway.port, token: try await minter.mint(user: "bob", validFor: 4), deviceID: "phone")
+        var configuration = IMClient.Configuration(port: gateway.port, token: try await minter.mint(user: "bob", validFor: 6), deviceID: "phone")
         configuration.tokenProvider = {
             minted.add()
-            return try await minter.mint(user: "bob", validFor: 4)
+            return try await minter.mint(user: "bob", validFor: 6)
         }
         let bob = try await IMClient.connect(configuration)
         TestResources.track { await bob.close() }
         let bobEvents = Collector(bob.events)
         let alice = try await gateway.device("alice", device: "phone")
-        // Past two lifetimes of the first token (4 s + 2 s each): only refreshes keep the
+        // Past two lifetimes of the first token (6 s + 3 s each): only refreshes keep the
         // session; each chat shows it is still there.
-        for round in 1...6 {
+        for round in 1...9 {
             _ = try await alice.chat(to: "bob", id: "r-\(round)", text: "round \(round)")
             var received: IMClient.Message?
             while received == nil {
