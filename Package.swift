@@ -299,6 +299,7 @@ let package = Package(
                 "IMArchive",
                 "IMClient",
                 "FaultProxy",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -62,6 +62,12 @@ public protocol ArchiveStore: Sendable {
     /// changes nothing and returns the first deletion's tombstones; `nil`: no such message.
     func deleteMessage(sender: String, messageID: String, at time: UInt64, origin: String?, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> DeletedMessage?
 
+    /// Erases what the store holds of `user`, in one transaction: the body of every message
+    /// the user sent becomes `tombstone` of it (deleted at `time`), and the user's stream
+    /// entries, conversation list and device positions are removed (the stream's counter
+    /// stays: its offsets are never given out again).
+    func eraseUser(_ user: String, at time: UInt64, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> UserErasure
+
     /// Closes the store; nothing may be asked of it afterwards.
     func close() async
 

@@ -275,6 +275,12 @@ public final class MessageArchive: Sendable {
         }
     }
 
+    /// Erases what the archive holds of `user` (``ArchiveStore/eraseUser(_:at:tombstone:)``).
+    public func eraseUser(_ user: String, at time: UInt64, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws(ArchiveError) -> UserErasure {
+        let store = self.store
+        return try await reading("erase \(user)") { try await store.eraseUser(user, at: time, tombstone: tombstone) }
+    }
+
     /// The members of `group`, or `nil` when the archive has no record of it
     /// (``ArchiveStore/groupMembers(_:)``).
     public func groupMembers(_ group: String) async throws(ArchiveError) -> [String: UInt64]? {

@@ -735,6 +735,43 @@ public final class PostgresArchiveStore: ArchiveStore {
         }
     }
 
+    public func eraseUser(_ user: String, at time: UInt64, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> UserErasure {
+        let logger = self.logger
+        do {
+            return try await pooled { connection in
+                try await Self.transaction(on: connection, logger: logger) { connection in
+                    var messages = 0
+                    var after: Int64 = 0
+                    while true {
+                        var rows: [(Int64, ByteBuffer)] = []
+                        let found = try await connection.query("""
+                            SELECT id, body FROM imgw_message WHERE sender = \(user) AND deleted IS NULL AND id > \(after) ORDER BY id LIMIT 500 FOR UPDATE
+                            """, logger: logger)
+                        for try await row in found.decode((Int64, ByteBuffer).self) { rows.append(row) }
+                        guard let last = rows.last else { break }
+                        let ids = rows.map(\.0)
+                        let bodies = rows.map { ByteBuffer(bytes: tombstone(Array($0.1.readableBytesView))) }
+                        try await connection.query("""
+                            UPDATE imgw_message m SET body = u.body, deleted = \(Int64(clamping: time))
+                            FROM unnest(\(ids)::int8[], \(bodies)::bytea[]) AS u(id, body) WHERE m.id = u.id
+                            """, logger: logger)
+                        messages += rows.count
+                        after = last.0
+                    }
+                    var entries = 0
+                    let removed = try await connection.query(
+                        "WITH gone AS (DELETE FROM imgw_entry WHERE stream = \(user) RETURNING 1) SELECT count(*) FROM gone", logger: logger)
+                    for try await count in removed.decode(Int64.self) { entries = Int(count) }
+                    try await connection.query("DELETE FROM imgw_conversation WHERE user_id = \(user)", logger: logger)
+                    try await connection.query("DELETE FROM imgw_position WHERE user_id = \(user)", logger: logger)
+                    return UserErasure(messages: messages, entries: entries)
+                }
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not erase \(user)")
+        }
+    }
+
     public func bounds(of stream: String) async throws -> StreamBounds {
         let logger = self.logger
         do {

@@ -41,3 +41,17 @@ public struct DeletedMessage: Sendable, Hashable {
         self.first = first
     }
 }
+
+/// What erasing a user removed (``ArchiveStore/eraseUser(_:at:tombstone:)``).
+public struct UserErasure: Sendable, Hashable {
+    /// Messages the user sent whose content became a tombstone now.
+    public var messages: Int
+    /// Entries of the user's own stream removed.
+    public var entries: Int
+
+    /// An erasure.
+    public init(messages: Int, entries: Int) {
+        self.messages = messages
+        self.entries = entries
+    }
+}

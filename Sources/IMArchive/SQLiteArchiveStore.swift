@@ -585,6 +585,32 @@ public final class SQLiteArchiveStore: ArchiveStore {
         }
     }
 
+    public func eraseUser(_ user: String, at time: UInt64, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> UserErasure {
+        try await pool.write { db in
+            var messages = 0
+            var after: Int64 = 0
+            // In batches by id: the user's sent messages, each body replaced once.
+            while true {
+                let rows = try Row.fetchAll(
+                    db, sql: "SELECT id, body FROM message WHERE sender = ? AND deleted IS NULL AND id > ? ORDER BY id LIMIT 500",
+                    arguments: [user, after])
+                guard let last = rows.last else { break }
+                let update = try db.cachedStatement(sql: "UPDATE message SET body = ?, deleted = ? WHERE id = ?")
+                for row in rows {
+                    let body: Data = row[1]
+                    try update.execute(arguments: [Data(tombstone([UInt8](body))), Int64(clamping: time), row[0] as Int64])
+                }
+                messages += rows.count
+                after = last[0]
+            }
+            try db.execute(sql: "DELETE FROM entry WHERE stream = ?", arguments: [user])
+            let entries = db.changesCount
+            try db.execute(sql: "DELETE FROM conversation WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM position WHERE user = ?", arguments: [user])
+            return UserErasure(messages: messages, entries: entries)
+        }
+    }
+
     public func bounds(of stream: String) async throws -> StreamBounds {
         try await pool.read { db in
             let last = UInt64(try Int64.fetchOne(db, sql: "SELECT last FROM stream WHERE name = ?", arguments: [stream]) ?? 0)

@@ -79,6 +79,9 @@ final class FaultyStore: ArchiveStore {
     func deleteMessage(sender: String, messageID: String, at time: UInt64, origin: String?, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> DeletedMessage? {
         try await inner.deleteMessage(sender: sender, messageID: messageID, at: time, origin: origin, tombstone: tombstone)
     }
+    func eraseUser(_ user: String, at time: UInt64, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> UserErasure {
+        try await inner.eraseUser(user, at: time, tombstone: tombstone)
+    }
     func close() async { await inner.close() }
 }
 

@@ -158,5 +158,19 @@ package enum ArchiveHistoryScenario {
         // carol's list is untouched by bob's markers.
         #expect(try await store.conversations(user: "carol", before: nil, limit: 50).conversations.first { $0.conversation == .group("team") }?
             .readThrough ?? 0 > g1.offset)
+
+        // Erasing carol: what she sent reads as deleted in bob's history, her own stream,
+        // list and positions are gone, her stream's offsets are not given out again.
+        let carolLast = try await store.bounds(of: "carol").last
+        let erased = try await store.eraseUser("carol", at: 9_900) { _ in tombstone }
+        #expect(erased.messages == 4, "c-1, c-2, g-2, g-5") // carol sent 4
+        #expect(erased.entries > 0)
+        #expect(try await store.read(stream: "carol", after: 0, through: .max, limit: 100).isEmpty)
+        #expect(try await store.conversations(user: "carol", before: nil, limit: 50).conversations.isEmpty)
+        let fromCarol = try await store.history(stream: "bob", conversation: .user("carol"), position: .latest, limit: 10).entries
+        #expect(fromCarol.count == 2 && fromCarol.allSatisfy { $0.body == tombstone })
+        #expect(try await store.eraseUser("carol", at: 9_950) { _ in tombstone } == UserErasure(messages: 0, entries: 0))
+        _ = try await store.commit([direct("alice", "to-carol", to: "carol", at: tick())], positions: [])
+        #expect(try await store.read(stream: "carol", after: 0, through: .max, limit: 10).map(\.offset) == [carolLast + 1])
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import IMClient
 import IMGateway
 import IMWire
@@ -225,5 +226,72 @@ struct HistoryTests {
         #expect(badLimit.status == 1 && badLimit.output.contains("--limit must be 1-200"), "\(badLimit.output)")
         let pastEnd = try await imcli("bob", ["read", "--with", "alice", "9999"])
         #expect(pastEnd.status == 2 && pastEnd.output.contains("BAD_REQUEST"), "\(pastEnd.output)")
+    }
+
+    @Test("the server API: a user's history and conversations; erasing a user leaves nothing of what they sent in the store, their stream and list gone, others' histories showing it deleted", arguments: Store.allCases)
+    func apiAndErasure(_ store: Store) async throws {
+        let broker = try await TestBroker.start()
+        let postgres = store == .postgres ? try await TestPostgres.start() : nil
+        let file = broker.directory.appendingPathComponent("erase.sqlite").path
+        let gateway = try await IMGWProcess.start(broker: broker, api: true, archive: postgres.map { .postgres($0.url) } ?? .sqliteFile(file))
+        /// How many stored bodies hold `text`, read from the store itself.
+        func bodies(containing text: String) async throws -> Int {
+            if let postgres {
+                let out = try await postgres.client("psql", postgres.psqlArguments + [
+                    "-At", "-c", "SELECT count(*) FROM imgw_message WHERE position('\(text)' in convert_from(body, 'UTF8')) > 0",
+                ])
+                return Int(out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            }
+            let queue = try DatabaseQueue(path: file)
+            defer { try? queue.close() }
+            return try await queue.read { db in
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM message WHERE instr(CAST(body AS TEXT), ?) > 0", arguments: [text]) ?? -1
+            }
+        }
+        let carol = try await gateway.device("carol")
+        let bob = try await gateway.device("bob", device: "phone")
+        #expect(try await carol.chat(to: "bob", id: "c-1", text: "carol's secret one").error == nil)
+        #expect(try await carol.chat(to: "bob", id: "c-2", text: "carol's secret two").error == nil)
+        #expect(try await bob.chat(to: "carol", id: "b-1", text: "bob's answer").error == nil)
+        await carol.drop()
+        await bob.drop()
+
+        let history = try await ServerAPITests.call(gateway, "GET", "/v1/users/bob/history/with/carol?limit=2")
+        #expect(history.status == 200, "\(history.body)")
+        let messages = history.json?["messages"] as? [[String: Any]] ?? []
+        #expect(messages.compactMap { $0["id"] as? String } == ["c-2", "b-1"] && history.json?["complete"] as? Bool == false)
+        #expect(messages.last?["carbon"] as? Bool == true && messages.last?["to"] as? String == "carol")
+        let list = try await ServerAPITests.call(gateway, "GET", "/v1/users/bob/conversations")
+        let line = (list.json?["conversations"] as? [[String: Any]])?.first
+        #expect(list.status == 200 && line?["with"] as? String == "carol" && line?["unread"] as? Int == 0, "\(list.body)")
+        let between = try await ServerAPITests.call(gateway, "GET", "/v1/users/bob/history/with/carol?after=0&before=2")
+        #expect((between.json?["messages"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == ["c-1"] && between.json?["complete"] as? Bool == true,
+                "\(between.body)")
+        #expect(try await ServerAPITests.call(gateway, "GET", "/v1/users/bob/history/with/carol?limit=201").status == 400)
+        #expect(try await ServerAPITests.call(gateway, "GET", "/v1/users/bob/history/group/team").json?["messages"] as? [Any] != nil)
+        #expect(try await bodies(containing: "secret") == 2)
+
+        let erased = try await ServerAPITests.call(gateway, "DELETE", "/v1/users/carol")
+        #expect(erased.status == 200 && erased.json?["messages_erased"] as? Int == 2 && erased.json?["entries_removed"] as? Int == 3, "\(erased.body)")
+        #expect(try await bodies(containing: "secret") == 0, "nothing carol sent is left in the store")
+        let after = try await ServerAPITests.call(gateway, "GET", "/v1/users/bob/history/with/carol")
+        let shown = after.json?["messages"] as? [[String: Any]] ?? []
+        #expect(shown.count == 3 && shown.prefix(2).allSatisfy { $0["deleted"] as? Bool == true && $0["text"] == nil }, "\(after.body)")
+        let carolList = try await ServerAPITests.call(gateway, "GET", "/v1/users/carol/conversations")
+        #expect((carolList.json?["conversations"] as? [Any])?.isEmpty == true, "\(carolList.body)")
+        let carolHistory = try await ServerAPITests.call(gateway, "GET", "/v1/users/carol/history/with/bob")
+        #expect((carolHistory.json?["messages"] as? [Any])?.isEmpty == true)
+        let again = try await ServerAPITests.call(gateway, "DELETE", "/v1/users/carol")
+        #expect(again.json?["messages_erased"] as? Int == 0 && again.json?["entries_removed"] as? Int == 0)
+    }
+
+    @Test("the server API without an archive: 501 no_archive")
+    func apiWithoutArchive() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true, archive: .none)
+        for (method, path) in [("GET", "/v1/users/bob/history/with/carol"), ("GET", "/v1/users/bob/conversations"), ("DELETE", "/v1/users/bob")] {
+            let answer = try await ServerAPITests.call(gateway, method, path)
+            #expect(answer.status == 501 && answer.json?["error"] as? String == "no_archive", "\(method) \(path): \(answer.body)")
+        }
     }
 }

@@ -28,5 +28,9 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/Group`.
         public typealias Group = Components.Schemas.Identifier
+        /// At most this many (1 to 200, default 50).
+        ///
+        /// - Remark: Generated from `#/components/parameters/Limit`.
+        public typealias Limit = Swift.Int
     }
 }

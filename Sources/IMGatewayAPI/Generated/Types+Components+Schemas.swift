@@ -724,6 +724,402 @@ extension Components {
                 ])
             }
         }
+        /// A message as the user's stream holds it: `from` sent it; `to` is set for what the user
+        /// sent one-to-one (`carbon`), `group` for a group message. Text is in `text`, other
+        /// content base64 in `data` with `type` its kind. `deleted`: its sender deleted it (no
+        /// content; `server_time` is when).
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/StoredMessage`.
+        public struct StoredMessage: Codable, Hashable, Sendable {
+            /// Its place in the user's stream.
+            ///
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/offset`.
+            public var offset: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/id`.
+            public var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/from`.
+            public var from: Swift.String
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/to`.
+            public var to: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/group`.
+            public var group: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/carbon`.
+            public var carbon: Swift.Bool?
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/server_time`.
+            public var serverTime: Swift.Int64
+            /// text, image, file_content, voice, video, location_card, custom or deleted.
+            ///
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/type`.
+            public var _type: Swift.String
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/text`.
+            public var text: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/data`.
+            public var data: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/StoredMessage/deleted`.
+            public var deleted: Swift.Bool
+            /// Creates a new `StoredMessage`.
+            ///
+            /// - Parameters:
+            ///   - offset: Its place in the user's stream.
+            ///   - id:
+            ///   - from:
+            ///   - to:
+            ///   - group:
+            ///   - carbon:
+            ///   - serverTime:
+            ///   - _type: text, image, file_content, voice, video, location_card, custom or deleted.
+            ///   - text:
+            ///   - data:
+            ///   - deleted:
+            public init(
+                offset: Swift.Int64,
+                id: Swift.String,
+                from: Swift.String,
+                to: Swift.String? = nil,
+                group: Swift.String? = nil,
+                carbon: Swift.Bool? = nil,
+                serverTime: Swift.Int64,
+                _type: Swift.String,
+                text: Swift.String? = nil,
+                data: Swift.String? = nil,
+                deleted: Swift.Bool
+            ) {
+                self.offset = offset
+                self.id = id
+                self.from = from
+                self.to = to
+                self.group = group
+                self.carbon = carbon
+                self.serverTime = serverTime
+                self._type = _type
+                self.text = text
+                self.data = data
+                self.deleted = deleted
+            }
+            public enum CodingKeys: String, CodingKey {
+                case offset
+                case id
+                case from
+                case to
+                case group
+                case carbon
+                case serverTime = "server_time"
+                case _type = "type"
+                case text
+                case data
+                case deleted
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.offset = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .offset
+                )
+                self.id = try container.decode(
+                    Swift.String.self,
+                    forKey: .id
+                )
+                self.from = try container.decode(
+                    Swift.String.self,
+                    forKey: .from
+                )
+                self.to = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .to
+                )
+                self.group = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .group
+                )
+                self.carbon = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .carbon
+                )
+                self.serverTime = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .serverTime
+                )
+                self._type = try container.decode(
+                    Swift.String.self,
+                    forKey: ._type
+                )
+                self.text = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .text
+                )
+                self.data = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .data
+                )
+                self.deleted = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .deleted
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "offset",
+                    "id",
+                    "from",
+                    "to",
+                    "group",
+                    "carbon",
+                    "server_time",
+                    "type",
+                    "text",
+                    "data",
+                    "deleted"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/HistoryPage`.
+        public struct HistoryPage: Codable, Hashable, Sendable {
+            /// Oldest first.
+            ///
+            /// - Remark: Generated from `#/components/schemas/HistoryPage/messages`.
+            public var messages: [Components.Schemas.StoredMessage]
+            /// Nothing is left in the page's direction.
+            ///
+            /// - Remark: Generated from `#/components/schemas/HistoryPage/complete`.
+            public var complete: Swift.Bool
+            /// The archive's epoch (offsets mean nothing in another).
+            ///
+            /// - Remark: Generated from `#/components/schemas/HistoryPage/epoch`.
+            public var epoch: Swift.Int64
+            /// Creates a new `HistoryPage`.
+            ///
+            /// - Parameters:
+            ///   - messages: Oldest first.
+            ///   - complete: Nothing is left in the page's direction.
+            ///   - epoch: The archive's epoch (offsets mean nothing in another).
+            public init(
+                messages: [Components.Schemas.StoredMessage],
+                complete: Swift.Bool,
+                epoch: Swift.Int64
+            ) {
+                self.messages = messages
+                self.complete = complete
+                self.epoch = epoch
+            }
+            public enum CodingKeys: String, CodingKey {
+                case messages
+                case complete
+                case epoch
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.messages = try container.decode(
+                    [Components.Schemas.StoredMessage].self,
+                    forKey: .messages
+                )
+                self.complete = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .complete
+                )
+                self.epoch = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .epoch
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "messages",
+                    "complete",
+                    "epoch"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ConversationLine`.
+        public struct ConversationLine: Codable, Hashable, Sendable {
+            /// The other user of a one-to-one conversation.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ConversationLine/with`.
+            public var with: Swift.String?
+            /// The group of a group conversation.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ConversationLine/group`.
+            public var group: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/ConversationLine/last_offset`.
+            public var lastOffset: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/ConversationLine/last_time`.
+            public var lastTime: Swift.Int64
+            /// The read marker (0 for none).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ConversationLine/read_through`.
+            public var readThrough: Swift.Int64
+            /// Messages from others after the marker.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ConversationLine/unread`.
+            public var unread: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/ConversationLine/last`.
+            public var last: Components.Schemas.StoredMessage?
+            /// Creates a new `ConversationLine`.
+            ///
+            /// - Parameters:
+            ///   - with: The other user of a one-to-one conversation.
+            ///   - group: The group of a group conversation.
+            ///   - lastOffset:
+            ///   - lastTime:
+            ///   - readThrough: The read marker (0 for none).
+            ///   - unread: Messages from others after the marker.
+            ///   - last:
+            public init(
+                with: Swift.String? = nil,
+                group: Swift.String? = nil,
+                lastOffset: Swift.Int64,
+                lastTime: Swift.Int64,
+                readThrough: Swift.Int64,
+                unread: Swift.Int,
+                last: Components.Schemas.StoredMessage? = nil
+            ) {
+                self.with = with
+                self.group = group
+                self.lastOffset = lastOffset
+                self.lastTime = lastTime
+                self.readThrough = readThrough
+                self.unread = unread
+                self.last = last
+            }
+            public enum CodingKeys: String, CodingKey {
+                case with
+                case group
+                case lastOffset = "last_offset"
+                case lastTime = "last_time"
+                case readThrough = "read_through"
+                case unread
+                case last
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.with = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .with
+                )
+                self.group = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .group
+                )
+                self.lastOffset = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .lastOffset
+                )
+                self.lastTime = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .lastTime
+                )
+                self.readThrough = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .readThrough
+                )
+                self.unread = try container.decode(
+                    Swift.Int.self,
+                    forKey: .unread
+                )
+                self.last = try container.decodeIfPresent(
+                    Components.Schemas.StoredMessage.self,
+                    forKey: .last
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "with",
+                    "group",
+                    "last_offset",
+                    "last_time",
+                    "read_through",
+                    "unread",
+                    "last"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ConversationList`.
+        public struct ConversationList: Codable, Hashable, Sendable {
+            /// The most recent first.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ConversationList/conversations`.
+            public var conversations: [Components.Schemas.ConversationLine]
+            /// - Remark: Generated from `#/components/schemas/ConversationList/complete`.
+            public var complete: Swift.Bool
+            /// Creates a new `ConversationList`.
+            ///
+            /// - Parameters:
+            ///   - conversations: The most recent first.
+            ///   - complete:
+            public init(
+                conversations: [Components.Schemas.ConversationLine],
+                complete: Swift.Bool
+            ) {
+                self.conversations = conversations
+                self.complete = complete
+            }
+            public enum CodingKeys: String, CodingKey {
+                case conversations
+                case complete
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.conversations = try container.decode(
+                    [Components.Schemas.ConversationLine].self,
+                    forKey: .conversations
+                )
+                self.complete = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .complete
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "conversations",
+                    "complete"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Erasure`.
+        public struct Erasure: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Erasure/user`.
+            public var user: Swift.String
+            /// Messages the user sent whose content was replaced by a tombstone now.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Erasure/messages_erased`.
+            public var messagesErased: Swift.Int
+            /// Entries of the user's own stream removed.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Erasure/entries_removed`.
+            public var entriesRemoved: Swift.Int
+            /// Creates a new `Erasure`.
+            ///
+            /// - Parameters:
+            ///   - user:
+            ///   - messagesErased: Messages the user sent whose content was replaced by a tombstone now.
+            ///   - entriesRemoved: Entries of the user's own stream removed.
+            public init(
+                user: Swift.String,
+                messagesErased: Swift.Int,
+                entriesRemoved: Swift.Int
+            ) {
+                self.user = user
+                self.messagesErased = messagesErased
+                self.entriesRemoved = entriesRemoved
+            }
+            public enum CodingKeys: String, CodingKey {
+                case user
+                case messagesErased = "messages_erased"
+                case entriesRemoved = "entries_removed"
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.user = try container.decode(
+                    Swift.String.self,
+                    forKey: .user
+                )
+                self.messagesErased = try container.decode(
+                    Swift.Int.self,
+                    forKey: .messagesErased
+                )
+                self.entriesRemoved = try container.decode(
+                    Swift.Int.self,
+                    forKey: .entriesRemoved
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "user",
+                    "messages_erased",
+                    "entries_removed"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/ErrorResponse`.
         public struct ErrorResponse: Codable, Hashable, Sendable {
             /// A stable code, e.g. bad_request, unauthorized, conflict, broker_unavailable.

@@ -869,6 +869,1142 @@ public enum Operations {
             }
         }
     }
+    /// Erases what the message archive holds of the user (the right to be forgotten).
+    ///
+    /// In one transaction on the archive: the content of every message the user sent is
+    /// replaced by a tombstone (the other users' histories show those messages as deleted; no
+    /// content is kept), and the user's own stream (the copies of what the user received),
+    /// conversation list, read markers and device positions are removed. The stream's offsets
+    /// are not given out again. Devices are not told (their copies are theirs), the user's
+    /// sessions are not ended (see `/disconnect`) and group memberships stay (remove them with
+    /// the group paths). Erasing again finds nothing more to erase.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/users/{user}`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/delete(eraseUser)`.
+    public enum EraseUser {
+        public static let id: Swift.String = "eraseUser"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/users/{user}/DELETE/path`.
+            public struct Path: Sendable, Hashable {
+                /// A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                /// non-characters (U+FDD0–U+FDEF and U+xxFFFE, U+xxFFFF in every plane).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/DELETE/path/user`.
+                public var user: Components.Parameters.User
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - user: A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                public init(user: Components.Parameters.User) {
+                    self.user = user
+                }
+            }
+            public var path: Operations.EraseUser.Input.Path
+            /// - Remark: Generated from `#/paths/v1/users/{user}/DELETE/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EraseUser.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.EraseUser.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.EraseUser.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            public init(
+                path: Operations.EraseUser.Input.Path,
+                headers: Operations.EraseUser.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{user}/DELETE/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/users/{user}/DELETE/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Erasure)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.Erasure {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.EraseUser.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.EraseUser.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// What was erased.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/delete(eraseUser)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.EraseUser.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.EraseUser.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The path or body is not what the API takes (the message says what).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/delete(eraseUser)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No key, or not one of the configured keys.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/delete(eraseUser)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No user can have this id: the path's user, `from` or `device` is over 64 bytes of
+            /// UTF-8, the gateway's limit (a schema cannot count bytes; `maxLength` counts
+            /// characters). `error` is `no_such_user`; the message names the id's kind.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/delete(eraseUser)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NoSuchUser)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NoSuchUser {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// This gateway keeps no message archive (`archive.store: none`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/delete(eraseUser)/responses/501`.
+            ///
+            /// HTTP response code: `501 notImplemented`.
+            case notImplemented(Components.Responses.NoArchive)
+            /// The associated value of the enum case if `self` is `.notImplemented`.
+            ///
+            /// - Throws: An error if `self` is not `.notImplemented`.
+            /// - SeeAlso: `.notImplemented`.
+            public var notImplemented: Components.Responses.NoArchive {
+                get throws {
+                    switch self {
+                    case let .notImplemented(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notImplemented",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The broker cannot be reached now; retry later.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/delete(eraseUser)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// A page of the user's one-to-one conversation with `peer`, from the message archive, oldest first.
+    ///
+    /// The newest `limit` messages; `before` pages back from an offset of the user's stream
+    /// (the `offset` of the oldest message of the page before); `after` pages forward from
+    /// one (and with `before` too, stops short of it). `complete`: nothing is left in the
+    /// page's direction (with both, before `before`). Messages deleted for everyone have
+    /// `deleted` and no content.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{user}/history/with/{peer}`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/history/with/{peer}/get(getDirectHistory)`.
+    public enum GetDirectHistory {
+        public static let id: Swift.String = "getDirectHistory"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/users/{user}/history/with/{peer}/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                /// non-characters (U+FDD0–U+FDEF and U+xxFFFE, U+xxFFFF in every plane).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/with/{peer}/GET/path/user`.
+                public var user: Components.Parameters.User
+                /// The other user of the conversation, a user id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/with/{peer}/GET/path/peer`.
+                public var peer: Components.Schemas.Identifier
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - user: A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                ///   - peer: The other user of the conversation, a user id.
+                public init(
+                    user: Components.Parameters.User,
+                    peer: Components.Schemas.Identifier
+                ) {
+                    self.user = user
+                    self.peer = peer
+                }
+            }
+            public var path: Operations.GetDirectHistory.Input.Path
+            /// - Remark: Generated from `#/paths/v1/users/{user}/history/with/{peer}/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// Messages older than this offset of the user's stream (with `after`, the page ends before it).
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/with/{peer}/GET/query/before`.
+                public var before: Swift.Int64?
+                /// Messages newer than this offset of the user's stream, oldest first.
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/with/{peer}/GET/query/after`.
+                public var after: Swift.Int64?
+                /// At most this many (1 to 200, default 50).
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/with/{peer}/GET/query/limit`.
+                public var limit: Components.Parameters.Limit?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - before: Messages older than this offset of the user's stream (with `after`, the page ends before it).
+                ///   - after: Messages newer than this offset of the user's stream, oldest first.
+                ///   - limit: At most this many (1 to 200, default 50).
+                public init(
+                    before: Swift.Int64? = nil,
+                    after: Swift.Int64? = nil,
+                    limit: Components.Parameters.Limit? = nil
+                ) {
+                    self.before = before
+                    self.after = after
+                    self.limit = limit
+                }
+            }
+            public var query: Operations.GetDirectHistory.Input.Query
+            /// - Remark: Generated from `#/paths/v1/users/{user}/history/with/{peer}/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetDirectHistory.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetDirectHistory.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetDirectHistory.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            public init(
+                path: Operations.GetDirectHistory.Input.Path,
+                query: Operations.GetDirectHistory.Input.Query = .init(),
+                headers: Operations.GetDirectHistory.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/with/{peer}/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/users/{user}/history/with/{peer}/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.HistoryPage)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.HistoryPage {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetDirectHistory.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetDirectHistory.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The page.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/with/{peer}/get(getDirectHistory)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetDirectHistory.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetDirectHistory.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The path or body is not what the API takes (the message says what).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/with/{peer}/get(getDirectHistory)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No key, or not one of the configured keys.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/with/{peer}/get(getDirectHistory)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No user can have this id: the path's user, `from` or `device` is over 64 bytes of
+            /// UTF-8, the gateway's limit (a schema cannot count bytes; `maxLength` counts
+            /// characters). `error` is `no_such_user`; the message names the id's kind.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/with/{peer}/get(getDirectHistory)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NoSuchUser)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NoSuchUser {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// This gateway keeps no message archive (`archive.store: none`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/with/{peer}/get(getDirectHistory)/responses/501`.
+            ///
+            /// HTTP response code: `501 notImplemented`.
+            case notImplemented(Components.Responses.NoArchive)
+            /// The associated value of the enum case if `self` is `.notImplemented`.
+            ///
+            /// - Throws: An error if `self` is not `.notImplemented`.
+            /// - SeeAlso: `.notImplemented`.
+            public var notImplemented: Components.Responses.NoArchive {
+                get throws {
+                    switch self {
+                    case let .notImplemented(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notImplemented",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The broker cannot be reached now; retry later.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/with/{peer}/get(getDirectHistory)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// A page of a group's conversation as the user has it (what was sent while the user was a member), oldest first.
+    ///
+    /// As the one-to-one history, for the group.
+    ///
+    /// - Remark: HTTP `GET /v1/users/{user}/history/group/{group}`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/history/group/{group}/get(getGroupHistory)`.
+    public enum GetGroupHistory {
+        public static let id: Swift.String = "getGroupHistory"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/users/{user}/history/group/{group}/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                /// non-characters (U+FDD0–U+FDEF and U+xxFFFE, U+xxFFFF in every plane).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/group/{group}/GET/path/user`.
+                public var user: Components.Parameters.User
+                /// A group id, with the rules of a user id.
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/group/{group}/GET/path/group`.
+                public var group: Components.Parameters.Group
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - user: A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                ///   - group: A group id, with the rules of a user id.
+                public init(
+                    user: Components.Parameters.User,
+                    group: Components.Parameters.Group
+                ) {
+                    self.user = user
+                    self.group = group
+                }
+            }
+            public var path: Operations.GetGroupHistory.Input.Path
+            /// - Remark: Generated from `#/paths/v1/users/{user}/history/group/{group}/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// Messages older than this offset of the user's stream (with `after`, the page ends before it).
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/group/{group}/GET/query/before`.
+                public var before: Swift.Int64?
+                /// Messages newer than this offset of the user's stream, oldest first.
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/group/{group}/GET/query/after`.
+                public var after: Swift.Int64?
+                /// At most this many (1 to 200, default 50).
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/group/{group}/GET/query/limit`.
+                public var limit: Components.Parameters.Limit?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - before: Messages older than this offset of the user's stream (with `after`, the page ends before it).
+                ///   - after: Messages newer than this offset of the user's stream, oldest first.
+                ///   - limit: At most this many (1 to 200, default 50).
+                public init(
+                    before: Swift.Int64? = nil,
+                    after: Swift.Int64? = nil,
+                    limit: Components.Parameters.Limit? = nil
+                ) {
+                    self.before = before
+                    self.after = after
+                    self.limit = limit
+                }
+            }
+            public var query: Operations.GetGroupHistory.Input.Query
+            /// - Remark: Generated from `#/paths/v1/users/{user}/history/group/{group}/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetGroupHistory.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetGroupHistory.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.GetGroupHistory.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            public init(
+                path: Operations.GetGroupHistory.Input.Path,
+                query: Operations.GetGroupHistory.Input.Query = .init(),
+                headers: Operations.GetGroupHistory.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{user}/history/group/{group}/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/users/{user}/history/group/{group}/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.HistoryPage)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.HistoryPage {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.GetGroupHistory.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.GetGroupHistory.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The page.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/group/{group}/get(getGroupHistory)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetGroupHistory.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.GetGroupHistory.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The path or body is not what the API takes (the message says what).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/group/{group}/get(getGroupHistory)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No key, or not one of the configured keys.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/group/{group}/get(getGroupHistory)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No user can have this id: the path's user, `from` or `device` is over 64 bytes of
+            /// UTF-8, the gateway's limit (a schema cannot count bytes; `maxLength` counts
+            /// characters). `error` is `no_such_user`; the message names the id's kind.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/group/{group}/get(getGroupHistory)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NoSuchUser)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NoSuchUser {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// This gateway keeps no message archive (`archive.store: none`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/group/{group}/get(getGroupHistory)/responses/501`.
+            ///
+            /// HTTP response code: `501 notImplemented`.
+            case notImplemented(Components.Responses.NoArchive)
+            /// The associated value of the enum case if `self` is `.notImplemented`.
+            ///
+            /// - Throws: An error if `self` is not `.notImplemented`.
+            /// - SeeAlso: `.notImplemented`.
+            public var notImplemented: Components.Responses.NoArchive {
+                get throws {
+                    switch self {
+                    case let .notImplemented(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notImplemented",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The broker cannot be reached now; retry later.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/history/group/{group}/get(getGroupHistory)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// A page of the user's conversations, the most recent first, with unread counts and the newest message.
+    ///
+    /// `before`: conversations whose newest message is older than this offset of the user's
+    /// stream (the `last_offset` of the last line of the page before). `complete`: no older
+    /// conversation is left.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{user}/conversations`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/conversations/get(listConversations)`.
+    public enum ListConversations {
+        public static let id: Swift.String = "listConversations"
+        public struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/users/{user}/conversations/GET/path`.
+            public struct Path: Sendable, Hashable {
+                /// A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                /// non-characters (U+FDD0–U+FDEF and U+xxFFFE, U+xxFFFF in every plane).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/conversations/GET/path/user`.
+                public var user: Components.Parameters.User
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - user: A user id: 1 to 64 bytes of UTF-8, none of `/ + # $`, control characters or
+                public init(user: Components.Parameters.User) {
+                    self.user = user
+                }
+            }
+            public var path: Operations.ListConversations.Input.Path
+            /// - Remark: Generated from `#/paths/v1/users/{user}/conversations/GET/query`.
+            public struct Query: Sendable, Hashable {
+                /// Conversations whose newest message is older than this offset.
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/conversations/GET/query/before`.
+                public var before: Swift.Int64?
+                /// At most this many (1 to 200, default 50).
+                ///
+                /// - Remark: Generated from `#/paths/v1/users/{user}/conversations/GET/query/limit`.
+                public var limit: Components.Parameters.Limit?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - before: Conversations whose newest message is older than this offset.
+                ///   - limit: At most this many (1 to 200, default 50).
+                public init(
+                    before: Swift.Int64? = nil,
+                    limit: Components.Parameters.Limit? = nil
+                ) {
+                    self.before = before
+                    self.limit = limit
+                }
+            }
+            public var query: Operations.ListConversations.Input.Query
+            /// - Remark: Generated from `#/paths/v1/users/{user}/conversations/GET/header`.
+            public struct Headers: Sendable, Hashable {
+                public var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListConversations.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                public init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListConversations.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            public var headers: Operations.ListConversations.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            public init(
+                path: Operations.ListConversations.Input.Path,
+                query: Operations.ListConversations.Input.Query = .init(),
+                headers: Operations.ListConversations.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen public enum Output: Sendable, Hashable {
+            public struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/users/{user}/conversations/GET/responses/200/content`.
+                @frozen public enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/users/{user}/conversations/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.ConversationList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    public var json: Components.Schemas.ConversationList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                public var body: Operations.ListConversations.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                public init(body: Operations.ListConversations.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The page.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/conversations/get(listConversations)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListConversations.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            public var ok: Operations.ListConversations.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The path or body is not what the API takes (the message says what).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/conversations/get(listConversations)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            public var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No key, or not one of the configured keys.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/conversations/get(listConversations)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            public var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No user can have this id: the path's user, `from` or `device` is over 64 bytes of
+            /// UTF-8, the gateway's limit (a schema cannot count bytes; `maxLength` counts
+            /// characters). `error` is `no_such_user`; the message names the id's kind.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/conversations/get(listConversations)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NoSuchUser)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            public var notFound: Components.Responses.NoSuchUser {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// This gateway keeps no message archive (`archive.store: none`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/conversations/get(listConversations)/responses/501`.
+            ///
+            /// HTTP response code: `501 notImplemented`.
+            case notImplemented(Components.Responses.NoArchive)
+            /// The associated value of the enum case if `self` is `.notImplemented`.
+            ///
+            /// - Throws: An error if `self` is not `.notImplemented`.
+            /// - SeeAlso: `.notImplemented`.
+            public var notImplemented: Components.Responses.NoArchive {
+                get throws {
+                    switch self {
+                    case let .notImplemented(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notImplemented",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The broker cannot be reached now; retry later.
+            ///
+            /// - Remark: Generated from `#/paths//v1/users/{user}/conversations/get(listConversations)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            public var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen public enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            public init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            public var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            public static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// Create a group with its first members.
     ///
     /// A group exists while it has members; its membership is retained on the broker

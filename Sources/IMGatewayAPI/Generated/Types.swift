@@ -70,6 +70,49 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/users/{user}/disconnect`.
     /// - Remark: Generated from `#/paths//v1/users/{user}/disconnect/post(disconnectUser)`.
     func disconnectUser(_ input: Operations.DisconnectUser.Input) async throws -> Operations.DisconnectUser.Output
+    /// Erases what the message archive holds of the user (the right to be forgotten).
+    ///
+    /// In one transaction on the archive: the content of every message the user sent is
+    /// replaced by a tombstone (the other users' histories show those messages as deleted; no
+    /// content is kept), and the user's own stream (the copies of what the user received),
+    /// conversation list, read markers and device positions are removed. The stream's offsets
+    /// are not given out again. Devices are not told (their copies are theirs), the user's
+    /// sessions are not ended (see `/disconnect`) and group memberships stay (remove them with
+    /// the group paths). Erasing again finds nothing more to erase.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/users/{user}`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/delete(eraseUser)`.
+    func eraseUser(_ input: Operations.EraseUser.Input) async throws -> Operations.EraseUser.Output
+    /// A page of the user's one-to-one conversation with `peer`, from the message archive, oldest first.
+    ///
+    /// The newest `limit` messages; `before` pages back from an offset of the user's stream
+    /// (the `offset` of the oldest message of the page before); `after` pages forward from
+    /// one (and with `before` too, stops short of it). `complete`: nothing is left in the
+    /// page's direction (with both, before `before`). Messages deleted for everyone have
+    /// `deleted` and no content.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{user}/history/with/{peer}`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/history/with/{peer}/get(getDirectHistory)`.
+    func getDirectHistory(_ input: Operations.GetDirectHistory.Input) async throws -> Operations.GetDirectHistory.Output
+    /// A page of a group's conversation as the user has it (what was sent while the user was a member), oldest first.
+    ///
+    /// As the one-to-one history, for the group.
+    ///
+    /// - Remark: HTTP `GET /v1/users/{user}/history/group/{group}`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/history/group/{group}/get(getGroupHistory)`.
+    func getGroupHistory(_ input: Operations.GetGroupHistory.Input) async throws -> Operations.GetGroupHistory.Output
+    /// A page of the user's conversations, the most recent first, with unread counts and the newest message.
+    ///
+    /// `before`: conversations whose newest message is older than this offset of the user's
+    /// stream (the `last_offset` of the last line of the page before). `complete`: no older
+    /// conversation is left.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{user}/conversations`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/conversations/get(listConversations)`.
+    func listConversations(_ input: Operations.ListConversations.Input) async throws -> Operations.ListConversations.Output
     /// Create a group with its first members.
     ///
     /// A group exists while it has members; its membership is retained on the broker
@@ -192,6 +235,87 @@ extension APIProtocol {
             path: path,
             headers: headers,
             body: body
+        ))
+    }
+    /// Erases what the message archive holds of the user (the right to be forgotten).
+    ///
+    /// In one transaction on the archive: the content of every message the user sent is
+    /// replaced by a tombstone (the other users' histories show those messages as deleted; no
+    /// content is kept), and the user's own stream (the copies of what the user received),
+    /// conversation list, read markers and device positions are removed. The stream's offsets
+    /// are not given out again. Devices are not told (their copies are theirs), the user's
+    /// sessions are not ended (see `/disconnect`) and group memberships stay (remove them with
+    /// the group paths). Erasing again finds nothing more to erase.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/users/{user}`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/delete(eraseUser)`.
+    public func eraseUser(
+        path: Operations.EraseUser.Input.Path,
+        headers: Operations.EraseUser.Input.Headers = .init()
+    ) async throws -> Operations.EraseUser.Output {
+        try await eraseUser(Operations.EraseUser.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// A page of the user's one-to-one conversation with `peer`, from the message archive, oldest first.
+    ///
+    /// The newest `limit` messages; `before` pages back from an offset of the user's stream
+    /// (the `offset` of the oldest message of the page before); `after` pages forward from
+    /// one (and with `before` too, stops short of it). `complete`: nothing is left in the
+    /// page's direction (with both, before `before`). Messages deleted for everyone have
+    /// `deleted` and no content.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{user}/history/with/{peer}`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/history/with/{peer}/get(getDirectHistory)`.
+    public func getDirectHistory(
+        path: Operations.GetDirectHistory.Input.Path,
+        query: Operations.GetDirectHistory.Input.Query = .init(),
+        headers: Operations.GetDirectHistory.Input.Headers = .init()
+    ) async throws -> Operations.GetDirectHistory.Output {
+        try await getDirectHistory(Operations.GetDirectHistory.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// A page of a group's conversation as the user has it (what was sent while the user was a member), oldest first.
+    ///
+    /// As the one-to-one history, for the group.
+    ///
+    /// - Remark: HTTP `GET /v1/users/{user}/history/group/{group}`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/history/group/{group}/get(getGroupHistory)`.
+    public func getGroupHistory(
+        path: Operations.GetGroupHistory.Input.Path,
+        query: Operations.GetGroupHistory.Input.Query = .init(),
+        headers: Operations.GetGroupHistory.Input.Headers = .init()
+    ) async throws -> Operations.GetGroupHistory.Output {
+        try await getGroupHistory(Operations.GetGroupHistory.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// A page of the user's conversations, the most recent first, with unread counts and the newest message.
+    ///
+    /// `before`: conversations whose newest message is older than this offset of the user's
+    /// stream (the `last_offset` of the last line of the page before). `complete`: no older
+    /// conversation is left.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/users/{user}/conversations`.
+    /// - Remark: Generated from `#/paths//v1/users/{user}/conversations/get(listConversations)`.
+    public func listConversations(
+        path: Operations.ListConversations.Input.Path,
+        query: Operations.ListConversations.Input.Query = .init(),
+        headers: Operations.ListConversations.Input.Headers = .init()
+    ) async throws -> Operations.ListConversations.Output {
+        try await listConversations(Operations.ListConversations.Input(
+            path: path,
+            query: query,
+            headers: headers
         ))
     }
     /// Create a group with its first members.
