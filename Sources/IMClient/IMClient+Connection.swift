@@ -205,6 +205,8 @@ extension IMClient {
             case .reply(let reply):
                 write(reply, on: connection)
             case .answer(let sequence, let message):
+                // Kept only for a request still waiting (not one that timed out meanwhile).
+                guard outbox.isInFlight(sequence: sequence) else { continue }
                 answers[sequence] = message
                 settle(Ack(sequence: sequence))
             }

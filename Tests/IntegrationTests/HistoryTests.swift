@@ -40,7 +40,7 @@ struct HistoryTests {
 
         let tablet = try await Self.client(gateway, "bob", "tablet")
         var pages: [IMClient.HistoryPage] = []
-        for try await page in await tablet.historyPages(of: .user("alice"), pageSize: 50) { pages.append(page) }
+        for try await page in tablet.historyPages(of: .user("alice"), pageSize: 50) { pages.append(page) }
         #expect(pages.count == 20 && pages.map(\.messages.count).allSatisfy { $0 == 50 })
         #expect(pages.dropLast().allSatisfy { !$0.complete } && pages.last?.complete == true)
         let messages = pages.reversed().flatMap(\.messages)
