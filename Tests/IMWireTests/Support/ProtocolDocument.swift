@@ -125,9 +125,10 @@ enum ProtocolDocument {
         .hello: "OP, or implied by VERSION_REQUEST", .helloOK: "OP, or implied by VERSION_RESPONSE",
         .login: "OP, or implied by AUTH_TOKEN", .loginOK: "OP, or implied by USER_ID",
         .error: "OP, or implied by ERROR_CODE",
-        .chat: "implied: DATA with TO (no OP item)", .delivery: "implied: DATA with FROM (no OP item)",
+        .chat: "implied: DATA with TO, or with GROUP and no FROM (no OP item)",
+        .delivery: "implied: DATA with FROM and no TO (a carbon with TO carries OP)",
         .receipt: "implied: READ_RECEIPT with TO (no OP item)",
-        .receiptNotice: "implied: READ_RECEIPT with FROM (no OP item)",
+        .receiptNotice: "implied: READ_RECEIPT with FROM and no TO (no OP item)",
     ]
 
     static func operationTable() -> String {
