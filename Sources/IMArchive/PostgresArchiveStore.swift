@@ -699,16 +699,17 @@ public final class PostgresArchiveStore: ArchiveStore {
                         for try await (stream, offset, origin) in made.decode((String, Int64, String?).self) {
                             copies.append(StoredCopy(stream: stream, offset: UInt64(offset), origin: origin))
                         }
-                        return DeletedMessage(tombstones: copies, deletedAt: UInt64(deleted), first: false)
+                        return DeletedMessage(tombstones: copies, deletedAt: UInt64(deleted), first: false, body: Array(found.body.readableBytesView))
                     }
+                    let replaced = tombstone(Array(found.body.readableBytesView))
                     try await connection.query(
-                        "UPDATE imgw_message SET body = \(ByteBuffer(bytes: tombstone(Array(found.body.readableBytesView)))), deleted = \(Int64(clamping: time)) WHERE id = \(found.id)",
+                        "UPDATE imgw_message SET body = \(ByteBuffer(bytes: replaced)), deleted = \(Int64(clamping: time)) WHERE id = \(found.id)",
                         logger: logger)
                     var originals: [(stream: String, origin: String?, conversation: String?)] = []
                     let copies = try await connection.query(
                         "SELECT stream, origin, conversation FROM imgw_entry WHERE message = \(found.id) AND kind IS NULL ORDER BY stream", logger: logger)
                     for try await row in copies.decode((String, String?, String?).self) { originals.append(row) }
-                    guard !originals.isEmpty else { return DeletedMessage(tombstones: [], deletedAt: time, first: true) }
+                    guard !originals.isEmpty else { return DeletedMessage(tombstones: [], deletedAt: time, first: true, body: replaced) }
                     // The streams' counters, locked in name order as a commit locks them.
                     let names = originals.map(\.stream)
                     var last: [String: Int64] = [:]
@@ -727,7 +728,7 @@ public final class PostgresArchiveStore: ArchiveStore {
                             """, logger: logger)
                         tombstones.append(StoredCopy(stream: original.stream, offset: UInt64(offset), origin: copyOrigin))
                     }
-                    return DeletedMessage(tombstones: tombstones, deletedAt: time, first: true)
+                    return DeletedMessage(tombstones: tombstones, deletedAt: time, first: true, body: replaced)
                 }
             }
         } catch {

@@ -33,12 +33,15 @@ public struct DeletedMessage: Sendable, Hashable {
     public var deletedAt: UInt64
     /// Deleted now (not by an earlier request).
     public var first: Bool
+    /// The body it has now: the tombstone.
+    public var body: [UInt8]
 
     /// A deletion.
-    public init(tombstones: [StoredCopy], deletedAt: UInt64, first: Bool) {
+    public init(tombstones: [StoredCopy], deletedAt: UInt64, first: Bool, body: [UInt8]) {
         self.tombstones = tombstones
         self.deletedAt = deletedAt
         self.first = first
+        self.body = body
     }
 }
 

@@ -563,10 +563,12 @@ public final class SQLiteArchiveStore: ArchiveStore {
             if let deleted = row[1] as Int64? {
                 let copies = try Row.fetchAll(db, sql: "SELECT stream, offset, origin FROM entry WHERE message = ? AND kind = 'deleted' ORDER BY stream", arguments: [id])
                     .map { StoredCopy(stream: $0[0], offset: UInt64($0[1] as Int64), origin: $0[2]) }
-                return DeletedMessage(tombstones: copies, deletedAt: UInt64(deleted), first: false)
+                let body: Data = row[2]
+                return DeletedMessage(tombstones: copies, deletedAt: UInt64(deleted), first: false, body: [UInt8](body))
             }
             let body: Data = row[2]
-            try db.execute(sql: "UPDATE message SET body = ?, deleted = ? WHERE id = ?", arguments: [Data(tombstone([UInt8](body))), Int64(clamping: time), id])
+            let replaced = tombstone([UInt8](body))
+            try db.execute(sql: "UPDATE message SET body = ?, deleted = ? WHERE id = ?", arguments: [Data(replaced), Int64(clamping: time), id])
             let originals = try Row.fetchAll(
                 db, sql: "SELECT stream, origin, conversation FROM entry WHERE message = ? AND kind IS NULL ORDER BY stream", arguments: [id])
             var copies: [StoredCopy] = []
@@ -581,7 +583,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
                 try db.execute(sql: "UPDATE stream SET last = ? WHERE name = ?", arguments: [last + 1, stream])
                 copies.append(StoredCopy(stream: stream, offset: UInt64(last + 1), origin: copyOrigin))
             }
-            return DeletedMessage(tombstones: copies, deletedAt: time, first: true)
+            return DeletedMessage(tombstones: copies, deletedAt: time, first: true, body: replaced)
         }
     }
 

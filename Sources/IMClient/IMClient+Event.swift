@@ -164,6 +164,15 @@ extension IMClient {
             self.serverTime = serverTime
             self.resend = resend
         }
+
+        /// The message a DELIVERY (or a history record) carries, as it says.
+        init(_ delivery: ChatDelivery) {
+            self.init(
+                from: delivery.from, messageID: delivery.messageID, content: delivery.content, serverTime: delivery.serverTime,
+                resend: delivery.resend, group: delivery.group, to: delivery.to, isCarbon: delivery.carbon,
+                streamOffset: delivery.streamOffset, isArchived: delivery.archived)
+            self.isDeleted = delivery.deleted
+        }
     }
 
     /// A message its sender deleted for everyone.

@@ -139,11 +139,8 @@ extension IMClient {
 
     /// A stored message as the application sees it.
     static func message(_ delivery: ChatDelivery) -> Message {
-        var message = Message(
-            from: delivery.from, messageID: delivery.messageID, content: delivery.content, serverTime: delivery.serverTime,
-            resend: false, group: delivery.group, to: delivery.to, isCarbon: delivery.carbon, streamOffset: delivery.streamOffset,
-            isArchived: true)
-        message.isDeleted = delivery.deleted
+        var message = Message(delivery)
+        message.isArchived = true
         return message
     }
 }

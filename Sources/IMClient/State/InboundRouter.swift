@@ -79,11 +79,7 @@ struct InboundRouter: Sendable {
             }
             guard dedup.firstSighting(sender: delivery.from, messageID: delivery.messageID) else { return [ack] }
             if delivery.archived { replayed += 1 }
-            let surfaced = IMClient.Message(
-                from: delivery.from, messageID: delivery.messageID, content: delivery.content,
-                serverTime: delivery.serverTime, resend: delivery.resend,
-                group: delivery.group, to: delivery.to, isCarbon: delivery.carbon,
-                streamOffset: delivery.streamOffset, isArchived: delivery.archived)
+            let surfaced = IMClient.Message(delivery)
             return [.emit(.message(surfaced)), ack]
         case .receiptNotice(let notice):
             let receipt = IMClient.Receipt(from: notice.from, messageID: notice.messageID, kind: notice.kind, serverTime: notice.serverTime)

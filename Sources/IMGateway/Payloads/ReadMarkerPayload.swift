@@ -35,9 +35,6 @@ public struct ReadMarkerPayload: Codable, Hashable, Sendable {
         self.ts = ts
     }
 
-    /// The conversation, for coalescing: `u:ID` or `g:ID`.
-    var conversation: String { to.map { "u:" + $0 } ?? "g:" + (group ?? "") }
-
     /// The READ_MARKER notice for a device, or `nil` when a field is not valid.
     public func notice() -> ReadMarkerUpdate? {
         switch (to, group) {

@@ -449,10 +449,9 @@ extension DeviceConnection {
     private func signal(_ message: MosquittoMessage, _ session: any DeviceSession) {
         if let marker = try? PayloadCodec.decode(ReadMarkerPayload.self, from: message.payload) {
             // Another device of the user moved a read marker (its own session does not get it:
-            // no-local). The newest for a conversation replaces one still queued.
+            // no-local).
             guard marker.device != session.device, let notice = marker.notice() else { return }
-            machine.downlink.queue.enqueue(
-                Downlink.Entry(message: .readMarker(notice)), class: .receipt, coalescingKey: "read/\(marker.conversation)")
+            machine.downlink.queue.enqueue(Downlink.Entry(message: .readMarker(notice)), class: .receipt)
         } else if let payload = try? PayloadCodec.decode(TypingPayload.self, from: message.payload) {
             // Typing: dropped when older than its lifetime (held up somewhere); a newer state
             // of the same sender and conversation replaces a queued one.

@@ -154,10 +154,7 @@ extension DeviceRequests {
         }) else {
             return reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: "no message \(id) of \(me) is stored"), to: header)
         }
-        guard let first = deleted.tombstones.first,
-              let body = try await archive.read(stream: first.stream, after: first.offset - 1, through: first.offset, limit: 1).first?.body,
-              let stored = try? PayloadCodec.decode(ChatPayload.self, from: body)
-        else {
+        guard !deleted.tombstones.isEmpty, let stored = try? PayloadCodec.decode(ChatPayload.self, from: deleted.body) else {
             return reply(Ack(sequence: header.sequence, messageID: id, serverTime: deleted.deletedAt), to: header)
         }
         let epoch = archive.epoch.rawValue
