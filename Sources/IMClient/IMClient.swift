@@ -73,7 +73,10 @@ public actor IMClient {
 
     /// Where this device is in its stream of stored messages, on a gateway with an archive
     /// (`nil` before one said so): an app keeps it (with the messages it stored) and gives it
-    /// back as ``Configuration/syncPosition`` when it starts again.
+    /// back as ``Configuration/syncPosition`` when it starts again. It counts every message
+    /// the client has put on ``events``, handled by the app or not: when the app goes away,
+    /// read it after ``close()`` and after handling what was still on ``events`` (the
+    /// sequence ends once that is handed out), or messages the app never saw count as had.
     public var syncPosition: StreamPosition? { router.cursor.position }
 
     /// Requests the gateway refused with "later" (RATE_LIMITED, STORE_UNAVAILABLE,

@@ -62,19 +62,25 @@ actor ChaosDevice {
     }
 
     /// Closes the client (the app goes away); keeps the position for the next ``open()``.
+    /// The position is read once the watcher has shown every message the client surfaced
+    /// (its event sequence ends after them): one taken earlier would count as had a message
+    /// still waiting on the sequence, which the app would never see.
     func closeClient() async {
         guard let client else { return }
-        ledger.retried(await client.retriedRefusals)
-        position = await client.syncPosition ?? position
         self.client = nil
         generation += 1
         await client.close()
-        watcher?.cancel()
+        await watcher?.value
+        watcher = nil
+        ledger.retried(await client.retriedRefusals)
+        position = await client.syncPosition ?? position
     }
 
     private func watch(_ client: IMClient, generation: Int) async {
         for await event in client.events {
-            guard generation == self.generation else { return }
+            // Messages of a client being closed are still shown; its connection's ups and
+            // downs no longer matter.
+            let current = generation == self.generation
             switch event {
             case .message(let message):
                 ledger.arrived(
@@ -82,16 +88,16 @@ actor ChaosDevice {
                         messageID: message.messageID, from: message.from, isCarbon: message.isCarbon, offset: message.streamOffset,
                         archived: message.isArchived),
                     at: index)
-            case .reconnecting(let reconnecting):
+            case .reconnecting(let reconnecting) where current:
                 if reconnecting.attempt <= 1 { ledger.note("connection lost", "\(name): \(reconnecting.cause)") }
                 ledger.wentDown(index)
-            case .reconnected:
+            case .reconnected where current:
                 ledger.cameUp(index)
-            case .synced:
+            case .synced where current:
                 synced.continuation.yield()
-            case .kicked(let code, let text):
+            case .kicked(let code, let text) where current:
                 ledger.note("kicked", "\(name): \(code) \(text ?? "")")
-            case .error(let code, let text):
+            case .error(let code, let text) where current:
                 ledger.note("error", "\(name): \(code) \(text ?? "")")
             default:
                 break
