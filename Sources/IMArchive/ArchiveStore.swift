@@ -30,6 +30,13 @@ public protocol ArchiveStore: Sendable {
     /// milliseconds), with their entries, in one short transaction; returns how many.
     func deleteMessages(acceptedBefore serverTime: UInt64, limit: Int) async throws -> Int
 
+    /// Deletes the oldest entries of `conversation` in `stream` beyond its newest `keep`
+    /// (``MessageArchive/Settings/maxPerConversation``), at most `limit` of them, in one short
+    /// transaction: the messages no stream holds any more go too, the conversation's unread
+    /// count follows, and the stream's ``StreamBounds/trimmedThrough`` moves up to the
+    /// newest offset deleted. Returns how many entries it deleted.
+    func trimConversation(stream: String, conversation: Conversation, keep: Int, limit: Int) async throws -> Int
+
     /// How many messages and bytes the store holds now.
     func size() async throws -> ArchiveSize
 

@@ -46,14 +46,20 @@ public final class MessageArchive: Sendable {
         public var retention: Duration?
         /// Messages deleted per retention transaction.
         public var retentionBatch: Int
-        /// How often retention looks for old messages.
+        /// How often retention looks for old messages (and the cap per conversation for
+        /// conversations over it).
         public var retentionInterval: Duration
+        /// Messages kept per conversation in each user's stream at most (the oldest beyond go
+        /// at the next sweep); `nil`: no cap. A conversation is looked at once a message was
+        /// stored in it since this archive started.
+        public var maxPerConversation: Int?
 
         /// Settings; the defaults are `archive`'s in config/imgw.yaml.
         public init(
             maxBatch: Int = 512, commitDelay: Duration = .microseconds(500), positionDelay: Duration = .seconds(1),
             writeTimeout: Duration = .seconds(5), readTimeout: Duration = .seconds(5),
-            retention: Duration? = .seconds(30 * 86_400), retentionBatch: Int = 1_000, retentionInterval: Duration = .seconds(60)
+            retention: Duration? = .seconds(30 * 86_400), retentionBatch: Int = 1_000, retentionInterval: Duration = .seconds(60),
+            maxPerConversation: Int? = nil
         ) {
             self.maxBatch = maxBatch
             self.commitDelay = commitDelay
@@ -63,6 +69,7 @@ public final class MessageArchive: Sendable {
             self.retention = retention
             self.retentionBatch = retentionBatch
             self.retentionInterval = retentionInterval
+            self.maxPerConversation = maxPerConversation
         }
     }
 
@@ -100,6 +107,15 @@ public final class MessageArchive: Sendable {
         var positionTimer = false
         /// ``run()``, waiting for a blocking store's writer to stop.
         var stopped: CheckedContinuation<Void, Never>?
+        /// Conversations a message was stored in since the last sweep of the cap per
+        /// conversation (only with ``Settings/maxPerConversation``).
+        var touched = Set<TrimmedConversation>()
+    }
+
+    /// A conversation of a stream, for the cap per conversation.
+    struct TrimmedConversation: Hashable {
+        var stream: String
+        var conversation: Conversation
     }
 
     /// Where a blocking store's commits run, one at a time.
@@ -356,6 +372,7 @@ public final class MessageArchive: Sendable {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.watchdog() }
                 if settings.retention != nil { group.addTask { await self.retain() } }
+                if settings.maxPerConversation != nil { group.addTask { await self.capConversations() } }
                 await writer.value
                 group.cancelAll()
             }
@@ -524,6 +541,16 @@ public final class MessageArchive: Sendable {
                 }
             }
             statistics.positionsSaved.add(batch.positions.count, ordering: .relaxed)
+            if settings.maxPerConversation != nil {
+                var touched: [TrimmedConversation] = []
+                for (message, outcome) in zip(batch.messages, outcomes) {
+                    guard case .stored = outcome else { continue }
+                    for copy in message.copies {
+                        if let conversation = copy.conversation { touched.append(TrimmedConversation(stream: copy.stream, conversation: conversation)) }
+                    }
+                }
+                state.withLock { $0.touched.formUnion(touched) }
+            }
             if state.withLock({ $0.availability.succeeded() }) {
                 statistics.available.store(true, ordering: .relaxed)
                 logger.notice("the message archive takes messages again", metadata: ["archive": "\(store.description)"])
@@ -626,6 +653,51 @@ public final class MessageArchive: Sendable {
         }
     }
 
+    /// Sweeps the conversations over ``Settings/maxPerConversation`` now and then.
+    private func capConversations() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: settings.retentionInterval)
+            guard !Task.isCancelled else { return }
+            await trimConversations()
+        }
+    }
+
+    /// One sweep of the cap per conversation: each conversation a message was stored in since
+    /// the last sweep loses its entries beyond the newest ``Settings/maxPerConversation``,
+    /// ``Settings/retentionBatch`` per short transaction. A conversation the store could not
+    /// trim waits for the next sweep. Returns the entries deleted.
+    @discardableResult
+    public func trimConversations() async -> Int {
+        guard let keep = settings.maxPerConversation else { return 0 }
+        let touched = state.withLock { state in
+            defer { state.touched = [] }
+            return state.touched
+        }
+        var deleted = 0
+        var failed: [TrimmedConversation] = []
+        for item in touched.sorted(by: { ($0.stream, $0.conversation.key) < ($1.stream, $1.conversation.key) }) {
+            do {
+                while true {
+                    let count = try await store.trimConversation(
+                        stream: item.stream, conversation: item.conversation, keep: keep, limit: settings.retentionBatch)
+                    deleted += count
+                    statistics.trimmed.add(count, ordering: .relaxed)
+                    if count < settings.retentionBatch { break }
+                }
+            } catch {
+                if failed.isEmpty {
+                    logger.notice("the cap per conversation could not delete old messages; trying again later", metadata: ["error": "\(error)"])
+                }
+                failed.append(item)
+            }
+        }
+        if !failed.isEmpty { state.withLock { $0.touched.formUnion(failed) } }
+        if deleted > 0 {
+            logger.info("the cap per conversation deleted old messages", metadata: ["entries": "\(deleted)", "cap": "\(keep)"])
+        }
+        return deleted
+    }
+
     static func now() -> UInt64 { NIODeadline.now().uptimeNanoseconds }
 
     static func wallMilliseconds() -> Int64 {
@@ -657,6 +729,8 @@ public final class ArchiveStatistics: Sendable {
     public let positionsSaved = Atomic<Int>(0)
     /// Messages deleted by retention.
     public let deleted = Atomic<Int>(0)
+    /// Entries deleted by the cap per conversation.
+    public let trimmed = Atomic<Int>(0)
     /// Whether the store takes writes.
     public let available = Atomic<Bool>(true)
 

@@ -25,6 +25,7 @@ import Synchronization
 /// `imgw_message` (each body once), `imgw_entry` (a message at an offset of a stream),
 /// `imgw_stream` (each stream's last offset), `imgw_position` (devices' positions),
 /// `imgw_conversation` (each user's conversations: newest message, read marker, unread count),
+/// `imgw_trimmed` (how far a cap per conversation deleted in each stream),
 /// `imgw_group_member` (group memberships), `imgw_meta` (the epoch and the schema's version).
 public final class PostgresArchiveStore: ArchiveStore {
     public let epoch: ArchiveEpoch
@@ -123,6 +124,9 @@ public final class PostgresArchiveStore: ArchiveStore {
           PRIMARY KEY (user_id, peer))
         """,
         "CREATE INDEX IF NOT EXISTS imgw_conversation_recent ON imgw_conversation (user_id, last_off)",
+        // How far a cap per conversation has deleted in each stream (schema 3 still: a gateway
+        // that does not know it neither trims nor reads it).
+        "CREATE TABLE IF NOT EXISTS imgw_trimmed (stream text PRIMARY KEY, through bigint NOT NULL)",
         """
         CREATE TABLE IF NOT EXISTS imgw_position (
           user_id text NOT NULL, device text NOT NULL, off bigint NOT NULL, updated bigint NOT NULL,
@@ -779,12 +783,13 @@ public final class PostgresArchiveStore: ArchiveStore {
             return try await pooled { connection in
                 // One statement: both from one snapshot.
                 let rows = try await connection.query("""
-                    SELECT (SELECT last FROM imgw_stream WHERE name = \(stream)), (SELECT min(off) FROM imgw_entry WHERE stream = \(stream))
+                    SELECT (SELECT last FROM imgw_stream WHERE name = \(stream)), (SELECT min(off) FROM imgw_entry WHERE stream = \(stream)),
+                      (SELECT through FROM imgw_trimmed WHERE stream = \(stream))
                     """, logger: logger)
                 var bounds = StreamBounds.empty
-                for try await (last, first) in rows.decode((Int64?, Int64?).self) {
+                for try await (last, first, trimmed) in rows.decode((Int64?, Int64?, Int64?).self) {
                     let last = UInt64(last ?? 0)
-                    bounds = StreamBounds(last: last, first: first.map { UInt64($0) } ?? last + 1)
+                    bounds = StreamBounds(last: last, first: first.map { UInt64($0) } ?? last + 1, trimmedThrough: UInt64(trimmed ?? 0))
                 }
                 return bounds
             }
@@ -873,6 +878,56 @@ public final class PostgresArchiveStore: ArchiveStore {
         }
     }
 
+    public func trimConversation(stream: String, conversation: Conversation, keep: Int, limit: Int) async throws -> Int {
+        guard limit > 0 else { return 0 }
+        let logger = self.logger
+        let key = conversation.key
+        do {
+            return try await pooled { connection in
+                try await Self.transaction(on: connection, logger: logger) { connection in
+                    // The newest entry beyond the cap: it and what is older in the
+                    // conversation go, the oldest first, `limit` at most.
+                    var cut: Int64?
+                    let newest = try await connection.query("""
+                        SELECT off FROM imgw_entry WHERE stream = \(stream) AND conversation = \(key) AND kind IS NULL
+                        ORDER BY off DESC LIMIT 1 OFFSET \(max(0, keep))
+                        """, logger: logger)
+                    for try await off in newest.decode(Int64.self) { cut = off }
+                    guard let cut else { return 0 }
+                    var offsets: [Int64] = []
+                    var messages = Set<Int64>()
+                    let deleted = try await connection.query("""
+                        DELETE FROM imgw_entry WHERE stream = \(stream) AND off IN (
+                          SELECT off FROM imgw_entry WHERE stream = \(stream) AND conversation = \(key) AND off <= \(cut) ORDER BY off LIMIT \(limit))
+                        RETURNING off, message
+                        """, logger: logger)
+                    for try await (off, message) in deleted.decode((Int64, Int64).self) {
+                        offsets.append(off)
+                        messages.insert(message)
+                    }
+                    guard let through = offsets.max() else { return 0 }
+                    let ids = Array(messages)
+                    try await connection.query("""
+                        DELETE FROM imgw_message m WHERE m.id = ANY(\(ids)::int8[]) AND NOT EXISTS (SELECT 1 FROM imgw_entry e WHERE e.message = m.id)
+                        """, logger: logger)
+                    try await connection.query("""
+                        INSERT INTO imgw_trimmed (stream, through) VALUES (\(stream), \(through))
+                        ON CONFLICT (stream) DO UPDATE SET through = GREATEST(imgw_trimmed.through, excluded.through)
+                        """, logger: logger)
+                    try await connection.query("""
+                        UPDATE imgw_conversation c SET unread = (
+                          SELECT count(*) FROM imgw_entry e WHERE e.stream = c.user_id AND e.conversation = c.peer
+                          AND e.off > c.read_through AND e.origin IS NULL AND e.kind IS NULL)
+                        WHERE c.user_id = \(stream) AND c.peer = \(key)
+                        """, logger: logger)
+                    return offsets.count
+                }
+            }
+        } catch {
+            throw Self.failure(error, "the archive could not trim \(conversation) of \(stream)")
+        }
+    }
+
     public func size() async throws -> ArchiveSize {
         let logger = self.logger
         do {
@@ -881,7 +936,7 @@ public final class PostgresArchiveStore: ArchiveStore {
                     SELECT (SELECT count(*) FROM imgw_message), (SELECT count(*) FROM imgw_entry),
                       pg_total_relation_size('imgw_message') + pg_total_relation_size('imgw_entry')
                       + pg_total_relation_size('imgw_stream') + pg_total_relation_size('imgw_position')
-                      + pg_total_relation_size('imgw_conversation')
+                      + pg_total_relation_size('imgw_conversation') + pg_total_relation_size('imgw_trimmed')
                     """, logger: logger)
                 for try await (messages, entries, bytes) in rows.decode((Int64, Int64, Int64).self) {
                     return ArchiveSize(messages: Int(messages), entries: Int(entries), bytes: Int(bytes))

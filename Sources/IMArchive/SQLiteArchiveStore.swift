@@ -10,7 +10,8 @@ import GRDBSQLite
 /// stream at an offset (one row per recipient, group member and the sender's own copy);
 /// `stream` holds each stream's last offset (which retention never lowers); `position` each
 /// device's saved position; `conversation` each user's conversations with their newest
-/// message, read marker and unread count; `group_member` group memberships; `meta` the epoch.
+/// message, read marker and unread count; `trimmed` how far a cap per conversation deleted in
+/// each stream; `group_member` group memberships; `meta` the epoch.
 ///
 /// Durability (``Synchronous``): `normal` survives a kill -9 of any process (a commit is in
 /// the WAL, in the kernel's page cache, before it returns); `full` also survives the loss of
@@ -46,8 +47,9 @@ public final class SQLiteArchiveStore: ArchiveStore {
     ///
     /// Throws ``ArchiveError`` `misconfigured` when the file cannot be created or opened
     /// (a directory that cannot be made, no permission), `corrupt` when the file is not an
-    /// imgw archive or was written by a newer imgw.
-    public static func open(path: String, synchronous: Synchronous = .normal) throws(ArchiveError) -> SQLiteArchiveStore {
+    /// imgw archive or was written by a newer imgw. `cacheKiB`: each connection's page cache
+    /// (`PRAGMA cache_size`; `nil`: SQLite's 2 MB), larger for a bulk load of a big archive.
+    public static func open(path: String, synchronous: Synchronous = .normal, cacheKiB: Int? = nil) throws(ArchiveError) -> SQLiteArchiveStore {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
             do {
@@ -71,6 +73,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
             // the whole WAL inside the commit that crosses its threshold, holding that commit
             // and every chat waiting on it.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            if let cacheKiB { try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)") }
         }
         let pool: DatabasePool
         do {
@@ -104,6 +107,11 @@ public final class SQLiteArchiveStore: ArchiveStore {
         }
         migrator.registerMigration("v3-history") { db in
             for statement in historySchema { try db.execute(sql: statement) }
+        }
+        migrator.registerMigration("v4-trimmed") { db in
+            // How far a cap per conversation has deleted in each stream (what a device whose
+            // position is older may have lost).
+            try db.execute(sql: "CREATE TABLE trimmed (stream TEXT PRIMARY KEY NOT NULL, through INTEGER NOT NULL) WITHOUT ROWID")
         }
         let known = migrator.migrations
         try pool.read { db in
@@ -617,7 +625,8 @@ public final class SQLiteArchiveStore: ArchiveStore {
         try await pool.read { db in
             let last = UInt64(try Int64.fetchOne(db, sql: "SELECT last FROM stream WHERE name = ?", arguments: [stream]) ?? 0)
             let first = try Int64.fetchOne(db, sql: "SELECT offset FROM entry WHERE stream = ? ORDER BY offset LIMIT 1", arguments: [stream])
-            return StreamBounds(last: last, first: first.map { UInt64($0) } ?? last + 1)
+            let trimmed = try Int64.fetchOne(db, sql: "SELECT through FROM trimmed WHERE stream = ?", arguments: [stream]) ?? 0
+            return StreamBounds(last: last, first: first.map { UInt64($0) } ?? last + 1, trimmedThrough: UInt64(trimmed))
         }
     }
 
@@ -667,6 +676,43 @@ public final class SQLiteArchiveStore: ArchiveStore {
             try db.execute(sql: "DELETE FROM entry WHERE message <= ?", arguments: [through])
             try db.execute(sql: "DELETE FROM message WHERE id <= ?", arguments: [through])
             return count
+        }
+    }
+
+    public func trimConversation(stream: String, conversation: Conversation, keep: Int, limit: Int) async throws -> Int {
+        guard limit > 0 else { return 0 }
+        return try await pool.write { db in
+            // The newest entry beyond the cap: it and what is older in the conversation go,
+            // the oldest first, `limit` at most.
+            guard let cut = try Int64.fetchOne(
+                db, sql: """
+                    SELECT offset FROM entry INDEXED BY entry_conversation WHERE stream = ? AND conversation = ? AND kind IS NULL
+                    ORDER BY offset DESC LIMIT 1 OFFSET ?
+                    """, arguments: [stream, conversation.key, max(0, keep)])
+            else { return 0 }
+            let doomed = try Row.fetchAll(
+                db, sql: """
+                    SELECT offset, message FROM entry INDEXED BY entry_conversation WHERE stream = ? AND conversation = ? AND offset <= ?
+                    ORDER BY offset LIMIT ?
+                    """, arguments: [stream, conversation.key, cut, limit])
+            guard let through = doomed.last?[0] as Int64? else { return 0 }
+            try db.execute(
+                sql: "DELETE FROM entry WHERE stream = ? AND conversation = ? AND offset <= ?", arguments: [stream, conversation.key, through])
+            let messages = Array(Set(doomed.map { $0[1] as Int64 }))
+            try Self.executeChunked(db, width: 1, messages.map { .integer($0) }) {
+                Self.rows("DELETE FROM message WHERE id IN (", "?", $0, ") AND NOT EXISTS (SELECT 1 FROM entry WHERE entry.message = message.id)")
+            }
+            try db.execute(
+                sql: "INSERT INTO trimmed(stream, through) VALUES (?, ?) ON CONFLICT(stream) DO UPDATE SET through = max(through, excluded.through)",
+                arguments: [stream, through])
+            try db.execute(
+                sql: """
+                    UPDATE conversation SET unread = (
+                      SELECT count(*) FROM entry INDEXED BY entry_conversation WHERE stream = conversation.user AND conversation = conversation.peer
+                      AND offset > conversation.read_through AND origin IS NULL AND kind IS NULL)
+                    WHERE user = ? AND peer = ?
+                    """, arguments: [stream, conversation.key])
+            return doomed.count
         }
     }
 

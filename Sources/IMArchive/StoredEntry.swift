@@ -40,11 +40,21 @@ public struct StreamBounds: Sendable, Hashable {
     public var last: UInt64
     /// The first offset still stored; `last + 1` when none is.
     public var first: UInt64
+    /// The newest offset a cap on messages per conversation deleted (0: none): the stream
+    /// has holes up to it, so a device whose position is older may have lost messages.
+    public var trimmedThrough: UInt64
 
     /// Bounds.
-    public init(last: UInt64, first: UInt64) {
+    public init(last: UInt64, first: UInt64, trimmedThrough: UInt64 = 0) {
         self.last = last
         self.first = first
+        self.trimmedThrough = trimmedThrough
+    }
+
+    /// Whether messages after `position` were deleted (retention, or a cap per
+    /// conversation): a device there gets what is left.
+    public func hasLost(after position: UInt64) -> Bool {
+        position + 1 < first || position < trimmedThrough
     }
 
     /// A stream nothing was stored in.

@@ -1,5 +1,6 @@
 import Foundation
 @testable import IMArchive
+import IMTestSupport
 import Logging
 import Synchronization
 import Testing
@@ -61,6 +62,9 @@ final class FaultyStore: ArchiveStore {
     func position(user: String, device: String) async throws -> UInt64? { try await inner.position(user: user, device: device) }
     func deleteMessages(acceptedBefore serverTime: UInt64, limit: Int) async throws -> Int {
         try await inner.deleteMessages(acceptedBefore: serverTime, limit: limit)
+    }
+    func trimConversation(stream: String, conversation: Conversation, keep: Int, limit: Int) async throws -> Int {
+        try await inner.trimConversation(stream: stream, conversation: conversation, keep: keep, limit: limit)
     }
     func size() async throws -> ArchiveSize { try await inner.size() }
     func groupMembers(_ group: String) async throws -> [String: UInt64]? { try await inner.groupMembers(group) }
@@ -133,6 +137,24 @@ struct MessageArchiveTests {
             #expect(commits.reduce(0, +) == 201)
             #expect(commits.count < 20, "200 appends waiting together take few transactions: \(commits)")
             #expect(archive.statistics.stored.load(ordering: .relaxed) == 201)
+        }
+    }
+
+    @Test("the cap per conversation: a sweep trims the conversations a message was stored in since the last sweep, and only those")
+    func capPerConversation() async throws {
+        try await Self.withArchive(.init(retention: nil, retentionInterval: .seconds(3_600), maxPerConversation: 3)) { archive, store in
+            for index in 1...5 { _ = try await archive.append(ArchiveHistoryScenario.direct("alice", "c-\(index)", to: "bob", at: 1_000 + UInt64(index))) }
+            _ = try await archive.append(ArchiveHistoryScenario.direct("carol", "k-1", to: "bob", at: 1_010))
+            #expect(await archive.trimConversations() == 4, "the 2 oldest of bob's copies and of alice's")
+            #expect(archive.statistics.trimmed.load(ordering: .relaxed) == 4)
+            let kept = try await archive.history(stream: "bob", conversation: .user("alice"), position: .latest, limit: 10)
+            #expect(kept.entries.map(\.messageID) == ["c-3", "c-4", "c-5"])
+            #expect(try await archive.history(stream: "bob", conversation: .user("carol"), position: .latest, limit: 10).entries.count == 1)
+            #expect(try await store.bounds(of: "bob").trimmedThrough == 2)
+            #expect(await archive.trimConversations() == 0, "nothing was stored since")
+            _ = try await archive.append(ArchiveHistoryScenario.direct("alice", "c-6", to: "bob", at: 1_020))
+            #expect(await archive.trimConversations() == 2)
+            #expect(try await archive.history(stream: "bob", conversation: .user("alice"), position: .latest, limit: 10).entries.map(\.messageID) == ["c-4", "c-5", "c-6"])
         }
     }
 

@@ -130,6 +130,15 @@ struct SQLiteArchiveStoreTests {
         await store.close()
     }
 
+    @Test("the cap per conversation deletes the oldest entries of one stream's conversation, the messages no stream holds, and marks the stream trimmed")
+    func trim() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        try await ArchiveHistoryScenario.trim(store)
+        await store.close()
+    }
+
     @Test("a file of the second schema gets each entry's conversation and the conversation lists from the stored bodies")
     func historyMigration() async throws {
         let scratch = try Scratch()

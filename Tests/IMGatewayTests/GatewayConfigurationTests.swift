@@ -107,6 +107,17 @@ struct GatewayConfigurationTests {
         #expect(message.contains("2:"))
     }
 
+    @Test("archive.max_per_conversation: a cap for the archive, 0 none, a negative one a problem naming its key")
+    func maxPerConversation() throws {
+        let capped = try GatewayConfiguration.parse(yaml: "archive: {max_per_conversation: 500}")
+        #expect(capped.archive.archiveSettings.maxPerConversation == 500)
+        #expect(try GatewayConfiguration.parse(yaml: "archive: {max_per_conversation: 0}").archive.archiveSettings.maxPerConversation == nil)
+        #expect(GatewayConfiguration.defaults.archive.archiveSettings.maxPerConversation == nil)
+        var config = GatewayConfiguration.defaults
+        config.archive.maxPerConversation = -1
+        #expect(config.problems().map(\.description) == ["archive.max_per_conversation: -1 is not in 0...100000000"])
+    }
+
     @Test("validate reports every problem, each naming its key")
     func problems() {
         var config = GatewayConfiguration.defaults

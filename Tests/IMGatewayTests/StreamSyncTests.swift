@@ -189,4 +189,18 @@ struct StreamSyncTests {
         #expect(decided.position == position)
         #expect(decided.status == status)
     }
+
+    @Test("a cap per conversation left holes up to an offset: a position below it is partly expired, one at it or above is not", arguments: [
+        // stored, trimmedThrough -> status
+        (UInt64(20), UInt64(25), IMSyncStatus.expired),
+        (24, 25, .expired),
+        (25, 25, .continued),
+        (40, 25, .continued),
+        (20, 0, .continued),
+    ])
+    func startAfterTrimming(stored: UInt64, trimmedThrough: UInt64, status: IMSyncStatus) {
+        let decided = SyncStart.decide(asked: nil, stored: stored, first: 1, last: 50, trimmedThrough: trimmedThrough, epoch: 7)
+        #expect(decided.position == stored)
+        #expect(decided.status == status)
+    }
 }

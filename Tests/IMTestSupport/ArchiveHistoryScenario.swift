@@ -173,4 +173,49 @@ package enum ArchiveHistoryScenario {
         _ = try await store.commit([direct("alice", "to-carol", to: "carol", at: tick())], positions: [])
         #expect(try await store.read(stream: "carol", after: 0, through: .max, limit: 10).map(\.offset) == [carolLast + 1])
     }
+
+    /// The cap per conversation (``ArchiveStore/trimConversation(stream:conversation:keep:limit:)``)
+    /// against `store` (empty when called): the oldest entries beyond the cap go from one
+    /// stream, the others keep theirs, a message goes once no stream holds it, the unread
+    /// count and the stream's trimmed mark follow.
+    package static func trim(_ store: any ArchiveStore) async throws {
+        var time: UInt64 = 5_000
+        func tick() -> UInt64 { time += 1; return time }
+        // bob: 10 from alice, with 2 from carol among them.
+        var batch: [ArchiveMessage] = []
+        for index in 1...10 {
+            batch.append(direct("alice", "t-\(index)", to: "bob", at: tick()))
+            if index == 3 || index == 8 { batch.append(direct("carol", "tc-\(index)", to: "bob", at: tick())) }
+        }
+        _ = try await store.commit(batch, positions: [])
+        let bobBefore = try await store.read(stream: "bob", after: 0, through: .max, limit: 100)
+        #expect(bobBefore.count == 12)
+        let fromAlice = bobBefore.filter { $0.sender == "alice" }
+        #expect(try await store.bounds(of: "bob").trimmedThrough == 0)
+
+        // At most 2 a transaction: the oldest two go first.
+        #expect(try await store.trimConversation(stream: "bob", conversation: .user("alice"), keep: 4, limit: 2) == 2)
+        #expect(try await store.bounds(of: "bob").trimmedThrough == fromAlice[1].offset)
+        #expect(try await store.trimConversation(stream: "bob", conversation: .user("alice"), keep: 4, limit: 100) == 4)
+        #expect(try await store.trimConversation(stream: "bob", conversation: .user("alice"), keep: 4, limit: 100) == 0, "nothing beyond the cap is left")
+        let kept = try await store.history(stream: "bob", conversation: .user("alice"), position: .latest, limit: 50)
+        #expect(kept.entries.map(\.messageID) == ["t-7", "t-8", "t-9", "t-10"])
+        #expect(kept.complete)
+        let bounds = try await store.bounds(of: "bob")
+        #expect(bounds.trimmedThrough == fromAlice[5].offset)
+        #expect(bounds.hasLost(after: 0) && bounds.hasLost(after: fromAlice[5].offset - 1))
+        #expect(!bounds.hasLost(after: fromAlice[5].offset), "a device that had everything up to the last deleted lost nothing")
+        // carol's conversation and the rest of the stream are untouched; catching up skips the holes.
+        #expect(try await store.history(stream: "bob", conversation: .user("carol"), position: .latest, limit: 50).entries.map(\.messageID) == ["tc-3", "tc-8"])
+        #expect(try await store.read(stream: "bob", after: 0, through: .max, limit: 100).map(\.messageID) == ["tc-3", "t-7", "t-8", "tc-8", "t-9", "t-10"])
+        let bobList = try await store.conversations(user: "bob", before: nil, limit: 10).conversations
+        #expect(bobList.first { $0.conversation == .user("alice") }?.unread == 4, "the unread count follows")
+        // alice's own copies keep the messages.
+        #expect(try await store.history(stream: "alice", conversation: .user("bob"), position: .latest, limit: 50).entries.count == 10)
+        #expect(try await store.size().messages == 12)
+        // Once alice's copies go too, the messages no stream holds are deleted.
+        #expect(try await store.trimConversation(stream: "alice", conversation: .user("bob"), keep: 4, limit: 100) == 6)
+        #expect(try await store.size().messages == 6)
+        #expect(try await store.trimConversation(stream: "bob", conversation: .user("nobody"), keep: 0, limit: 100) == 0)
+    }
 }

@@ -237,6 +237,14 @@ struct PostgresArchiveTests {
         await store.close()
     }
 
+    @Test("the cap per conversation deletes the oldest entries of one stream's conversation, the messages no stream holds, and marks the stream trimmed (the same checks as SQLite's)")
+    func trim() async throws {
+        let postgres = try await TestPostgres.start()
+        let store = try await Self.open(postgres)
+        try await ArchiveHistoryScenario.trim(store)
+        await store.close()
+    }
+
     @Test("tables of schema 2 get each entry's conversation and the conversation lists from the stored bodies")
     func historyUpgrade() async throws {
         let postgres = try await TestPostgres.start()

@@ -30,6 +30,9 @@ extension GatewayConfiguration {
         /// `retention`: how long messages are kept, in seconds, or with a unit (`30d`, `12h`,
         /// `90m`, `600s`); 0 keeps them for ever. Default 30 days.
         public var retention: Int
+        /// `max_per_conversation`: messages kept per conversation in each user's stream at most
+        /// (the oldest beyond it are deleted within a minute); 0 (the default): no cap.
+        public var maxPerConversation: Int
         /// `max_batch`: messages per transaction at most (group commit). Default 512.
         public var maxBatch: Int
         /// `commit_delay_us`: microseconds the archive's writer, woken by a message, waits for
@@ -48,8 +51,9 @@ extension GatewayConfiguration {
         public init(
             store: Store = .sqlite, path: String = GatewayConfiguration.defaultArchivePath(), sync: SQLiteArchiveStore.Synchronous = .normal,
             url: String? = nil, retention: Int = ArchiveSettings.defaultRetention, maxBatch: Int = 512, commitDelayMicroseconds: Int = 500,
-            writeTimeout: Int = 5, maxConnections: Int = 8
+            writeTimeout: Int = 5, maxConnections: Int = 8, maxPerConversation: Int = 0
         ) {
+            self.maxPerConversation = maxPerConversation
             self.commitDelayMicroseconds = commitDelayMicroseconds
             self.store = store
             self.path = path
@@ -68,7 +72,7 @@ extension GatewayConfiguration {
         public var archiveSettings: MessageArchive.Settings {
             MessageArchive.Settings(
                 maxBatch: maxBatch, commitDelay: .microseconds(commitDelayMicroseconds), writeTimeout: .seconds(writeTimeout),
-                retention: retention > 0 ? .seconds(retention) : nil)
+                retention: retention > 0 ? .seconds(retention) : nil, maxPerConversation: maxPerConversation > 0 ? maxPerConversation : nil)
         }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
@@ -77,6 +81,7 @@ extension GatewayConfiguration {
             case commitDelayMicroseconds = "commit_delay_us"
             case writeTimeout = "write_timeout"
             case maxConnections = "max_connections"
+            case maxPerConversation = "max_per_conversation"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -102,6 +107,7 @@ extension GatewayConfiguration {
             self.commitDelayMicroseconds = try c.value(.commitDelayMicroseconds, or: d.commitDelayMicroseconds)
             self.writeTimeout = try c.value(.writeTimeout, or: d.writeTimeout)
             self.maxConnections = try c.value(.maxConnections, or: d.maxConnections)
+            self.maxPerConversation = try c.value(.maxPerConversation, or: d.maxPerConversation)
         }
 
         /// Seconds in `30d`, `12h`, `90m`, `600s` or `600`; `nil` for anything else.

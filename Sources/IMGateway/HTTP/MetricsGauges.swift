@@ -64,6 +64,8 @@ final class MetricsGauges: Sendable {
                 ("archive_read_failures", "total", "Archive reads (catching devices up) that failed or took too long",
                  { Self.count(numbers.readFailures) }),
                 ("archive_deleted", "total", "Messages deleted by retention", { Self.count(numbers.deleted) }),
+                ("archive_trimmed", "total", "Stream entries deleted by the cap per conversation (archive.max_per_conversation)",
+                 { Self.count(numbers.trimmed) }),
                 ("caught_up", "total", "Chat deliveries replayed from the archive to devices that had missed them",
                  { Self.count(statistics.caughtUp) }),
             ]

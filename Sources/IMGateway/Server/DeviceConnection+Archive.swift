@@ -348,12 +348,12 @@ extension DeviceConnection {
                     from = asked.offset
                 }
             }
-            if status == .continued && (from ?? sync.position) + 1 < bounds.first { status = .expired }
+            if status == .continued && bounds.hasLost(after: from ?? sync.position) { status = .expired }
             read = sync.catchUp(from: from, through: bounds.last)
             link.sync = sync
         } else {
             // The start the login could not decide.
-            let start = SyncStart.decide(asked: asked, stored: stored, first: bounds.first, last: bounds.last, epoch: epoch)
+            let start = SyncStart.decide(asked: asked, stored: stored, first: bounds.first, last: bounds.last, trimmedThrough: bounds.trimmedThrough, epoch: epoch)
             status = start.status
             var sync = StreamSync(
                 epoch: epoch, device: session.device, wantsCarbons: machine.downlink.wantsCarbons, position: start.position, saved: stored)
