@@ -27,6 +27,6 @@ struct IMBench: AsyncParsableCommand {
         discussion: "Progress goes to stderr; each subcommand prints one JSON line with its results on stdout.",
         subcommands: [
             WireCommand.self, ChatCommand.self, MQTTCommand.self, ConnectCommand.self, WeakCommand.self, GroupCommand.self,
-            ArchiveCommand.self, CatchUpCommand.self, ChaosCommand.self,
+            ArchiveCommand.self, CatchUpCommand.self, HistoryCommand.self, ChaosCommand.self,
         ])
 }

@@ -80,6 +80,10 @@ struct BenchEnvironment: Sendable {
                     directory: directory, givenBrokerPID: options.brokerPID)
             }
             let secret = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+            if let copy = options.archiveCopy {
+                Log.info("copying the archive \(copy)...")
+                try FileManager.default.copyItem(atPath: copy, toPath: directory.appendingPathComponent("archive.sqlite").path)
+            }
             Log.info("starting imgw...")
             let gateway = try await BenchGateway.start(
                 executable: options.imgw ?? BenchGateway.defaultExecutable(), broker: broker, secret: secret,

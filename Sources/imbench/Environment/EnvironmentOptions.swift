@@ -30,13 +30,19 @@ struct EnvironmentOptions: ParsableArguments {
     @Option(help: "archive.commit_delay_us (microseconds) of the imgw imbench starts (default: imgw's).")
     var archiveCommitDelayUs: Int?
 
+    @Option(help: "A SQLite archive to start from (a filled one, `imbench history --path`): copied into the run's directory, which the imgw imbench starts then uses.")
+    var archiveCopy: String?
+
+    @Option(help: "archive.retention of the imgw imbench starts: 30d, 12h, 90m, 600s, or 0 (keep for ever; default: imgw's).")
+    var archiveRetention: String?
+
     @Flag(help: "Copy what mosquitto and imgw print to stderr.")
     var verbose = false
 
     /// The `archive:` line of the imgw imbench starts, its file in `directory`.
     func archiveLine(in directory: URL) -> String {
         let file = directory.appendingPathComponent("archive.sqlite").path
-        let delay = archiveCommitDelayUs.map { ", commit_delay_us: \($0)" } ?? ""
+        let delay = (archiveCommitDelayUs.map { ", commit_delay_us: \($0)" } ?? "") + (archiveRetention.map { ", retention: \($0)" } ?? "")
         switch archive {
         case "none": return "archive: {store: none}"
         case "sqlite-full": return "archive: {path: '\(file)', sync: full\(delay)}"
@@ -61,5 +67,10 @@ struct EnvironmentOptions: ParsableArguments {
         guard ["sqlite", "sqlite-full", "none"].contains(archive) || archive.hasPrefix("postgres://") || archive.hasPrefix("postgresql://") else {
             throw ValidationError("--archive is sqlite, sqlite-full, none or a postgres:// URL, not \(archive)")
         }
+        if let archiveCopy {
+            guard archive == "sqlite" || archive == "sqlite-full" else { throw ValidationError("--archive-copy is a SQLite archive: --archive sqlite or sqlite-full") }
+            guard FileManager.default.fileExists(atPath: archiveCopy) else { throw ValidationError("--archive-copy: no file \(archiveCopy)") }
+        }
+        if archiveRetention != nil && archive == "none" { throw ValidationError("--archive-retention needs an archive") }
     }
 }
