@@ -44,8 +44,13 @@ public final class MessageArchive: Sendable {
         public var readTimeout: Duration
         /// How long messages are kept; `nil`: for ever.
         public var retention: Duration?
-        /// Messages deleted per retention transaction.
+        /// Messages deleted per retention transaction (and entries per transaction of the cap
+        /// per conversation): each holds a SQLite archive's writer, and chats wait for it.
         public var retentionBatch: Int
+        /// The share of the time retention and the cap per conversation may take while chats
+        /// are being committed (``RetentionPacer``); when nothing else is written they go on
+        /// after a short pause.
+        public var retentionShare: Double
         /// How often retention looks for old messages (and the cap per conversation for
         /// conversations over it).
         public var retentionInterval: Duration
@@ -58,9 +63,10 @@ public final class MessageArchive: Sendable {
         public init(
             maxBatch: Int = 512, commitDelay: Duration = .microseconds(500), positionDelay: Duration = .seconds(1),
             writeTimeout: Duration = .seconds(5), readTimeout: Duration = .seconds(5),
-            retention: Duration? = .seconds(30 * 86_400), retentionBatch: Int = 1_000, retentionInterval: Duration = .seconds(60),
-            maxPerConversation: Int? = nil
+            retention: Duration? = .seconds(30 * 86_400), retentionBatch: Int = 200, retentionInterval: Duration = .seconds(60),
+            maxPerConversation: Int? = nil, retentionShare: Double = 0.02
         ) {
+            self.retentionShare = retentionShare
             self.maxBatch = maxBatch
             self.commitDelay = commitDelay
             self.positionDelay = positionDelay
@@ -629,8 +635,10 @@ public final class MessageArchive: Sendable {
         let keep = UInt64(retention.components.seconds) * 1_000
         while !Task.isCancelled {
             var deleted = 0
+            var pacer = RetentionPacer(share: settings.retentionShare)
             while !Task.isCancelled {
                 let cutoff = UInt64(Self.wallMilliseconds()) &- keep
+                let started = Self.now()
                 let count: Int
                 do {
                     count = try await store.deleteMessages(acceptedBefore: cutoff, limit: settings.retentionBatch)
@@ -643,8 +651,7 @@ public final class MessageArchive: Sendable {
                 deleted += count
                 statistics.deleted.add(count, ordering: .relaxed)
                 if count < settings.retentionBatch { break }
-                // Writers go between two batches.
-                try? await Task.sleep(for: .milliseconds(5))
+                try? await Task.sleep(for: pacer.pause(after: Self.now() - started, commits: statistics.commits.load(ordering: .relaxed)))
             }
             if deleted > 0 {
                 logger.info("retention deleted old messages", metadata: ["messages": "\(deleted)", "retention": "\(retention)"])
@@ -675,13 +682,18 @@ public final class MessageArchive: Sendable {
         }
         var deleted = 0
         var failed: [TrimmedConversation] = []
+        var pacer = RetentionPacer(share: settings.retentionShare)
         for item in touched.sorted(by: { ($0.stream, $0.conversation.key) < ($1.stream, $1.conversation.key) }) {
             do {
                 while true {
+                    let started = Self.now()
                     let count = try await store.trimConversation(
                         stream: item.stream, conversation: item.conversation, keep: keep, limit: settings.retentionBatch)
                     deleted += count
                     statistics.trimmed.add(count, ordering: .relaxed)
+                    if count > 0 {
+                        try? await Task.sleep(for: pacer.pause(after: Self.now() - started, commits: statistics.commits.load(ordering: .relaxed)))
+                    }
                     if count < settings.retentionBatch { break }
                 }
             } catch {
