@@ -681,15 +681,17 @@ public final class SQLiteArchiveStore: ArchiveStore {
 
     public func trimConversation(stream: String, conversation: Conversation, keep: Int, limit: Int) async throws -> Int {
         guard limit > 0 else { return 0 }
+        // The newest entry beyond the cap: it and what is older in the conversation go, the
+        // oldest first, `limit` at most. Looked for by a reader first: most conversations a
+        // sweep looks at are under the cap, and the writer is the chats'.
+        let cutSQL = """
+            SELECT offset FROM entry INDEXED BY entry_conversation WHERE stream = ? AND conversation = ? AND kind IS NULL
+            ORDER BY offset DESC LIMIT 1 OFFSET ?
+            """
+        let arguments: StatementArguments = [stream, conversation.key, max(0, keep)]
+        guard try await pool.read({ db in try Int64.fetchOne(db, sql: cutSQL, arguments: arguments) }) != nil else { return 0 }
         return try await pool.write { db in
-            // The newest entry beyond the cap: it and what is older in the conversation go,
-            // the oldest first, `limit` at most.
-            guard let cut = try Int64.fetchOne(
-                db, sql: """
-                    SELECT offset FROM entry INDEXED BY entry_conversation WHERE stream = ? AND conversation = ? AND kind IS NULL
-                    ORDER BY offset DESC LIMIT 1 OFFSET ?
-                    """, arguments: [stream, conversation.key, max(0, keep)])
-            else { return 0 }
+            guard let cut = try Int64.fetchOne(db, sql: cutSQL, arguments: arguments) else { return 0 }
             let doomed = try Row.fetchAll(
                 db, sql: """
                     SELECT offset, message FROM entry INDEXED BY entry_conversation WHERE stream = ? AND conversation = ? AND offset <= ?
