@@ -245,6 +245,7 @@ let package = Package(
             name: "IMGatewayTests",
             dependencies: [
                 "IMGateway",
+                "IMArchive",
                 "IMGatewayAPI",
                 "IMWire",
                 "Mosquitto",

@@ -568,13 +568,12 @@ public final class SQLiteArchiveStore: ArchiveStore {
             guard let row = try Row.fetchOne(db, sql: "SELECT id, deleted, body FROM message WHERE sender = ? AND message_id = ?", arguments: [sender, messageID])
             else { return nil }
             let id: Int64 = row[0]
+            let body: Data = row[2]
             if let deleted = row[1] as Int64? {
                 let copies = try Row.fetchAll(db, sql: "SELECT stream, offset, origin FROM entry WHERE message = ? AND kind = 'deleted' ORDER BY stream", arguments: [id])
                     .map { StoredCopy(stream: $0[0], offset: UInt64($0[1] as Int64), origin: $0[2]) }
-                let body: Data = row[2]
                 return DeletedMessage(tombstones: copies, deletedAt: UInt64(deleted), first: false, body: [UInt8](body))
             }
-            let body: Data = row[2]
             let replaced = tombstone([UInt8](body))
             try db.execute(sql: "UPDATE message SET body = ?, deleted = ? WHERE id = ?", arguments: [Data(replaced), Int64(clamping: time), id])
             let originals = try Row.fetchAll(

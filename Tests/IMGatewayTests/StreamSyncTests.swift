@@ -1,4 +1,5 @@
 @testable import IMGateway
+import IMArchive
 import IMWire
 import NIOCore
 import Testing
@@ -185,7 +186,7 @@ struct StreamSyncTests {
         (nil, 70, 1, 50, 50, .continued),
     ])
     func start(asked: StreamPosition?, stored: UInt64?, first: UInt64, last: UInt64, position: UInt64, status: IMSyncStatus) {
-        let decided = SyncStart.decide(asked: asked, stored: stored, first: first, last: last, epoch: 7)
+        let decided = SyncStart.decide(asked: asked, stored: stored, bounds: StreamBounds(last: last, first: first), epoch: 7)
         #expect(decided.position == position)
         #expect(decided.status == status)
     }
@@ -199,7 +200,7 @@ struct StreamSyncTests {
         (20, 0, .continued),
     ])
     func startAfterTrimming(stored: UInt64, trimmedThrough: UInt64, status: IMSyncStatus) {
-        let decided = SyncStart.decide(asked: nil, stored: stored, first: 1, last: 50, trimmedThrough: trimmedThrough, epoch: 7)
+        let decided = SyncStart.decide(asked: nil, stored: stored, bounds: StreamBounds(last: 50, first: 1, trimmedThrough: trimmedThrough), epoch: 7)
         #expect(decided.position == stored)
         #expect(decided.status == status)
     }

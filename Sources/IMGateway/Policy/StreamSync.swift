@@ -303,11 +303,9 @@ struct StreamSync: Sendable {
 /// Where a device's catch-up starts at login (docs/PROTOCOL.md 6.14), from the position it
 /// sent in LOGIN, the one the archive kept for it, and what its stream holds.
 enum SyncStart {
-    /// The position to catch up from, and the SYNC_STATUS that says how it was taken
-    /// (`trimmedThrough`: ``StreamBounds/trimmedThrough``).
-    static func decide(
-        asked: StreamPosition?, stored: UInt64?, first: UInt64, last: UInt64, trimmedThrough: UInt64 = 0, epoch: UInt64
-    ) -> (position: UInt64, status: IMSyncStatus) {
+    /// The position to catch up from, and the SYNC_STATUS that says how it was taken.
+    static func decide(asked: StreamPosition?, stored: UInt64?, bounds: StreamBounds, epoch: UInt64) -> (position: UInt64, status: IMSyncStatus) {
+        let last = bounds.last
         let kept = stored.map { min($0, last) }
         var position: UInt64
         var status: IMSyncStatus
@@ -324,9 +322,7 @@ enum SyncStart {
         } else {
             (position, status) = (last, .new)
         }
-        if status == .continued && StreamBounds(last: last, first: first, trimmedThrough: trimmedThrough).hasLost(after: position) {
-            status = .expired
-        }
+        if status == .continued && bounds.hasLost(after: position) { status = .expired }
         return (position, status)
     }
 }

@@ -353,7 +353,7 @@ extension DeviceConnection {
             link.sync = sync
         } else {
             // The start the login could not decide.
-            let start = SyncStart.decide(asked: asked, stored: stored, first: bounds.first, last: bounds.last, trimmedThrough: bounds.trimmedThrough, epoch: epoch)
+            let start = SyncStart.decide(asked: asked, stored: stored, bounds: bounds, epoch: epoch)
             status = start.status
             var sync = StreamSync(
                 epoch: epoch, device: session.device, wantsCarbons: machine.downlink.wantsCarbons, position: start.position, saved: stored)

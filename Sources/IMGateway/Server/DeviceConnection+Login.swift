@@ -140,7 +140,7 @@ extension DeviceConnection {
         do throws(ArchiveError) {
             let stored = try await archive.position(user: user, device: device)
             let bounds = try await archive.bounds(of: user)
-            let start = SyncStart.decide(asked: asked, stored: stored, first: bounds.first, last: bounds.last, trimmedThrough: bounds.trimmedThrough, epoch: archive.epoch.rawValue)
+            let start = SyncStart.decide(asked: asked, stored: stored, bounds: bounds, epoch: archive.epoch.rawValue)
             if start.status == .refused || start.status == .epochChanged {
                 logger.notice("the device's stream position was not taken", metadata: [
                     "asked": "\(asked.map { "\($0)" } ?? "-")", "status": "\(start.status)", "last": "\(bounds.last)", "position": "\(start.position)",

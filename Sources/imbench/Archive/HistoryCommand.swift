@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import IMArchive
 import Logging
-import Synchronization
 
 /// `imbench history`: history pages and conversation lists read from a large archive, as a
 /// device asks for them (one query at a time, each timed), and the archive's size per message.
@@ -193,57 +192,25 @@ struct HistoryCommand: AsyncParsableCommand {
     private func fill(_ archive: MessageArchive, plan: HistoryPlan) async throws -> (Double, Double) {
         let cpuBefore = ArchiveCommand.cpuSeconds()
         let started = MonotonicClock.nanoseconds()
-        let counter = FillCounter(total: messages)
-        let senders = self.senders
-        await withTaskGroup(of: Void.self) { group in
-            for _ in 0..<senders {
-                group.addTask {
-                    await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-                        let inFlight = Mutex((running: 0, finished: false))
-                        @Sendable func appendNext() {
-                            guard let index = counter.take() else {
-                                let resume = inFlight.withLock { state -> Bool in
-                                    state.running -= 1
-                                    guard state.running == 0, !state.finished else { return false }
-                                    state.finished = true
-                                    return true
-                                }
-                                if resume { done.resume() }
-                                return
-                            }
-                            archive.append(plan.message(index)) { result in
-                                if case .failure = result { counter.failures.add(1, ordering: .relaxed) }
-                                if index % 1_000_000 == 0, index > 0 { Log.info("filled \(index) messages") }
-                                appendNext()
-                            }
-                        }
-                        inFlight.withLock { $0.running = 64 }
-                        for _ in 0..<64 { appendNext() }
-                    }
+        // As `imbench archive` appends: each completion (on the archive's writer) appends the
+        // next; `senders` × 64 in flight.
+        let pump = ArchiveCommand.Pump(count: messages)
+        let inFlight = min(senders * 64, messages)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            pump.done.withLock { $0 = done }
+            @Sendable func appendNext() {
+                guard let index = pump.take() else { return }
+                archive.append(plan.message(index)) { _ in
+                    if index % 1_000_000 == 0, index > 0 { Log.info("filled \(index) messages") }
+                    if pump.finished() { pump.done.withLock { $0.take() }?.resume() } else { appendNext() }
                 }
             }
+            for _ in 0..<inFlight { appendNext() }
         }
-        let failed = counter.failures.load(ordering: .relaxed)
+        // Every refused append is counted by the archive.
+        let failed = archive.statistics.refused.load(ordering: .relaxed)
         guard failed == 0 else { throw ValidationError("\(failed) appends failed while filling") }
         return (Double(MonotonicClock.nanoseconds() - started) / 1e9, ArchiveCommand.cpuSeconds() - cpuBefore)
-    }
-}
-
-/// Which message the fill appends next, and how many appends failed.
-final class FillCounter: Sendable {
-    let total: Int
-    private let next = Mutex(0)
-    let failures = Atomic<Int>(0)
-
-    init(total: Int) { self.total = total }
-
-    /// The next index to append, if any is left.
-    func take() -> Int? {
-        next.withLock { value in
-            guard value < total else { return nil }
-            defer { value += 1 }
-            return value
-        }
     }
 }
 

@@ -72,6 +72,12 @@ actor ChaosDevice {
         await client.close()
         await watcher?.value
         watcher = nil
+        await keepPosition(of: client)
+    }
+
+    /// What an ended client leaves the app: its refusals retried (for the report) and its
+    /// stream position, for the next client.
+    private func keepPosition(of client: IMClient) async {
         ledger.retried(await client.retriedRefusals)
         position = await client.syncPosition ?? position
     }
@@ -107,8 +113,7 @@ actor ChaosDevice {
         guard generation == self.generation else { return }
         ledger.note("client ended", "\(name)")
         ledger.wentDown(index)
-        ledger.retried(await client.retriedRefusals)
-        position = await client.syncPosition ?? position
+        await keepPosition(of: client)
         self.client = nil
         Task { await self.open() }
     }
