@@ -70,6 +70,20 @@ test-deps: deps
 	  echo "installing: schemathesis $(SCHEMATHESIS_VERSION) (pip, in $(SCHEMATHESIS_VENV))"; \
 	  python3 -m venv $(SCHEMATHESIS_VENV) && $(SCHEMATHESIS_VENV)/bin/python -m pip install -q --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION); \
 	}
+	@missing=""; \
+	for package in chromium chromium-driver; do \
+	  dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$package"; \
+	done; \
+	command -v node >/dev/null || missing="$$missing nodejs"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing (the browser tests drive headless Chromium through chromedriver; node runs imclient.js's unit tests)"; \
+	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@.build/web-venv/bin/python -c 'import importlib.metadata as m; assert m.version("selenium") == "4.51.0" and m.version("websockets") == "17.4"' 2>/dev/null || { \
+	  echo "installing: selenium 4.51.0 and websockets 17.4 (pip, in .build/web-venv: Tests/web's browser and WebSocket conformance tests)"; \
+	  python3 -m venv .build/web-venv && .build/web-venv/bin/python -m pip install -q --disable-pip-version-check selenium==4.51.0 websockets==17.4; \
+	}
 
 build: deps
 	$(SWIFT) build
@@ -94,6 +108,9 @@ test: test-deps
 	@out=$$(python3 -B -m unittest discover -s scripts -p 'test_*.py' 2>&1) || { \
 	  printf '%s\n' "$$out"; echo "error: the test watchdog's own tests failed (scripts/test_watchdog.py)"; exit 1; }
 	@if [ "$(FUZZ_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(FUZZ_SECONDS); fi
+	@# The JavaScript client's and the web pages' unit tests (PROTOCOL.md's vectors among them).
+	node --test Tests/js/
+	@python3 Tests/web/imwire.py --self-test >/dev/null || { python3 Tests/web/imwire.py --self-test; exit 1; }
 	$(SWIFT) build --build-tests
 	@# The server API's schemathesis run, the floods (hundreds of connections of one user,
 	@# a device writing chat as fast as it can) and the chaos run's minute keep both cores busy
@@ -156,17 +173,26 @@ chaos: test-deps
 	BIN=$$($(SWIFT) build -c release --show-bin-path); \
 	  $$BIN/imbench chaos --seconds $(CHAOS_SECONDS) --seed $(CHAOS_SEED) --json $(RUN_DIR)/chaos.json
 
-## Start the daemon: imgw with its embedded broker (TLV clients on 127.0.0.1:6969, the
-## broker on 127.0.0.1:$(BROKER_PORT), its data and the message archive under $(RUN_DIR)/).
+## Start the daemon: imgw with its embedded broker (TLV clients on 127.0.0.1:6969, browsers on
+## 127.0.0.1:$(WS_PORT) with the web chat page, the server API and its operator console on
+## 127.0.0.1:$(API_PORT), the broker on 127.0.0.1:$(BROKER_PORT), its data and the message archive
+## under $(RUN_DIR)/). The first start makes a random JWT secret and API key ($(RUN_DIR)/jwt.secret,
+## $(RUN_DIR)/api.key, mode 0600), kept for the next; imcli finds $(RUN_DIR)/imgw.yaml by itself.
 ## Ctrl-C stops both.
+WS_PORT ?= 6980
+API_PORT ?= 9470
 run: build
 	@mkdir -p $(RUN_DIR)
 	@if (exec 3<>/dev/tcp/127.0.0.1/$(BROKER_PORT)) 2>/dev/null; then \
 	  echo "error: 127.0.0.1:$(BROKER_PORT) is already in use (a system mosquitto? 'systemctl stop mosquitto', or make run BROKER_PORT=1884)"; exit 1; fi
-	@printf 'embedded_broker:\n  port: $(BROKER_PORT)\n  data_dir: $(abspath $(RUN_DIR))/broker\narchive:\n  path: $(abspath $(RUN_DIR))/archive.sqlite\n' > $(RUN_DIR)/imgw.yaml
-	@echo "Starting imgw: TLV clients on 127.0.0.1:6969, embedded broker on 127.0.0.1:$(BROKER_PORT)."
-	@echo "Watch it (the broker refuses anonymous clients; the observer account is read-only):"
-	@echo "  mosquitto_sub -h 127.0.0.1 -p $(BROKER_PORT) -u imgw-observer -P \"\$$(cat $(abspath $(RUN_DIR))/broker/observer.password)\" -i imgw-observer -v -t 'im/#'"
+	@RUN_DIR=$(RUN_DIR) WS_PORT=$(WS_PORT) API_PORT=$(API_PORT) BROKER_PORT=$(BROKER_PORT) scripts/run-config
+	@echo "Starting imgw ($(RUN_DIR)/imgw.yaml; its secret and API key are in $(RUN_DIR)/, mode 0600):"
+	@echo "  TLV clients      127.0.0.1:6969   (imcli reads $(RUN_DIR)/imgw.yaml: .build/debug/imcli --help)"
+	@echo "  web chat         http://127.0.0.1:$(WS_PORT)/"
+	@echo "  console          http://127.0.0.1:$(API_PORT)/console   (API key: $$(cat $(RUN_DIR)/api.key))"
+	@echo "  metrics          http://127.0.0.1:9469/metrics"
+	@echo "  embedded broker  127.0.0.1:$(BROKER_PORT). Watch it (it refuses anonymous clients; the observer account is read-only):"
+	@echo "    mosquitto_sub -h 127.0.0.1 -p $(BROKER_PORT) -u imgw-observer -P \"\$$(cat $(abspath $(RUN_DIR))/broker/observer.password)\" -i imgw-observer -v -t 'im/#'"
 	exec $$($(SWIFT) build --show-bin-path)/imgw serve --config $(RUN_DIR)/imgw.yaml
 
 include Fuzz/fuzz.mk

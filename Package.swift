@@ -106,11 +106,23 @@ let package = Package(
             ]
         ),
 
+        // What imgw serves to browsers (the JavaScript client, the web chat page, the operator
+        // console), compiled into the binary: files of its own, no dependency.
+        .target(
+            name: "IMWeb",
+            resources: [
+                .embedInCode("Resources/imclient.js"),
+                .embedInCode("Resources/chat.html"), .embedInCode("Resources/chat.js"), .embedInCode("Resources/chat.css"),
+                .embedInCode("Resources/console.html"), .embedInCode("Resources/console.js"), .embedInCode("Resources/console.css"),
+            ]
+        ),
+
         // The bridge: TLV clients on one side, one MQTT session per device on the other.
         .target(
             name: "IMGateway",
             dependencies: [
                 "AsyncToolkit",
+                "IMWeb",
                 "IMWire",
                 "IMArchive",
                 "Mosquitto",
@@ -123,7 +135,9 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -156,6 +170,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
@@ -304,6 +320,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -42,6 +42,10 @@ extension IMClient {
         public var sendTimeout: Duration?
         /// How long opening TCP (and TLS) and logging in may take. Default 10 s.
         public var connectTimeout: Duration
+        /// The path of the gateway's WebSocket listener (`listen.websocket.path`, e.g. `/im`):
+        /// set, the client reaches `host:port` over WebSocket (``WebSocketTransport``); `nil`
+        /// (the default), over TCP.
+        public var webSocketPath: String? = nil
         /// Reconnect after a lost connection (default `true`), with ``backoff``. Never after
         /// ``IMClient/logout()``, ``IMClient/close()``, a refused login or KICK
         /// SESSION_TAKEN_OVER. `false`: a lost connection ends the client

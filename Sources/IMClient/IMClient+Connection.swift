@@ -90,26 +90,41 @@ final class Connection: Sendable {
         channel?.close(promise: nil)
     }
 
-    /// Opens a TCP (and, if configured, TLS) connection with the frame codec.
+    /// Opens a TCP (and, if configured, TLS) connection with the frame codec; over WebSocket
+    /// with ``IMClient/Configuration/webSocketPath``.
     static func dial(_ configuration: IMClient.Configuration) async throws -> NIOAsyncChannel<IMFrame, IMFrame> {
         let sslContext = try configuration.tls.map { try NIOSSLContext(configuration: $0) }
         let serverName = configuration.tlsServerName ?? configuration.host
-        return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
-            .connect(host: configuration.host, port: configuration.port) { channel in
+        @Sendable func framed(_ channel: any Channel) throws -> NIOAsyncChannel<IMFrame, IMFrame> {
+            try channel.pipeline.syncOperations.addHandlers([
+                ByteToMessageHandler(IMFrameDecoder()),
+                MessageToByteHandler(IMFrameEncoder()),
+            ])
+            return try NIOAsyncChannel<IMFrame, IMFrame>(wrappingChannelSynchronously: channel)
+        }
+        @Sendable func secure(_ channel: any Channel) throws {
+            guard let sslContext else { return }
+            let handler = try NIOSSLClientHandler(context: sslContext, serverHostname: Self.isAddress(serverName) ? nil : serverName)
+            try channel.pipeline.syncOperations.addHandler(handler)
+        }
+        guard let path = configuration.webSocketPath else {
+            return try await bootstrap.connect(host: configuration.host, port: configuration.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    if let sslContext {
-                        let handler = try NIOSSLClientHandler(context: sslContext, serverHostname: Self.isAddress(serverName) ? nil : serverName)
-                        try channel.pipeline.syncOperations.addHandler(handler)
-                    }
-                    try channel.pipeline.syncOperations.addHandlers([
-                        ByteToMessageHandler(IMFrameDecoder()),
-                        MessageToByteHandler(IMFrameEncoder()),
-                    ])
-                    return try NIOAsyncChannel<IMFrame, IMFrame>(wrappingChannelSynchronously: channel)
+                    try secure(channel)
+                    return try framed(channel)
                 }
             }
+        }
+        let upgraded = try await bootstrap.connect(host: configuration.host, port: configuration.port) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try secure(channel)
+                return try WebSocketTransport.configure(channel, host: configuration.host, port: configuration.port, path: path, upgraded: framed)
+            }
+        }
+        return try await upgraded.get()
     }
 
     /// Whether `host` is an IP address (SNI takes names only).

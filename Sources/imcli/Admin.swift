@@ -13,8 +13,11 @@ struct Admin: AsyncParsableCommand {
         abstract: "Call the gateway's server API with an API key: send as a user or the system, look up presence, disconnect, groups.",
         discussion: """
             The key comes from --key or, better (it stays out of the process list and the shell's
-            history), the IMGW_API_KEY environment variable. The API's address is --url, else the
-            configuration's api.host:api.port (--config FILE, else 127.0.0.1:9470).
+            history), the IMGW_API_KEY environment variable, else the configuration's first
+            api.keys entry. The API's address is --url, else the configuration's
+            api.host:api.port. The configuration is --config FILE, else $IMGW_CONFIG, else
+            run/imgw.yaml (what make run writes) if it is there, else the built-in defaults
+            (127.0.0.1:9470, no key).
               imcli admin send --to bob --id welcome-1 "Welcome!"
               imcli admin presence bob
               imcli admin disconnect bob --device phone --reason "lost phone"
@@ -28,13 +31,15 @@ struct Admin: AsyncParsableCommand {
 
 /// What every `imcli admin` command takes.
 struct AdminOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The API key (default: $IMGW_API_KEY).", valueName: "KEY"))
+    @Option(help: ArgumentHelp("The API key (default: $IMGW_API_KEY, else the configuration's first api.keys entry).", valueName: "KEY"))
     var key: String?
 
     @Option(help: ArgumentHelp("The API's base URL (default: http://api.host:api.port of the configuration).", valueName: "URL"))
     var url: String?
 
-    @Option(name: .shortAndLong, help: ArgumentHelp("Gateway configuration file (YAML), for api.host and api.port.", valueName: "FILE"))
+    @Option(name: .shortAndLong, help: ArgumentHelp(
+        "Gateway configuration file (YAML), for api.host, api.port and api.keys (default: $IMGW_CONFIG, else run/imgw.yaml if there is one).",
+        valueName: "FILE"))
     var config: String?
 
     @Option(help: ArgumentHelp("Seconds to wait for the answer.", valueName: "SECONDS"))
@@ -45,16 +50,13 @@ struct AdminOptions: ParsableArguments {
 
     /// The generated client for the API over `http`, with the key as bearer token.
     func client(over http: HTTPClient) throws -> Client {
-        guard let key = key ?? ProcessInfo.processInfo.environment["IMGW_API_KEY"], !key.isEmpty else {
-            throw CLIFailure.usage("no API key: pass --key or set IMGW_API_KEY (one of the gateway's api.keys)")
+        let api = try loadGatewayConfiguration(config).api
+        let environment = ProcessInfo.processInfo.environment["IMGW_API_KEY"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let key = key ?? environment ?? api.keys.first?.key, !key.isEmpty else {
+            throw CLIFailure.usage(
+                "no API key: pass --key, set IMGW_API_KEY (one of the gateway's api.keys), or give the gateway's configuration (--config FILE) with api.keys")
         }
-        let base: String
-        if let url {
-            base = url
-        } else {
-            let api = try loadGatewayConfiguration(config).api
-            base = "http://\(api.host.contains(":") ? "[\(api.host)]" : api.host):\(api.port)"
-        }
+        let base = url ?? "http://\(api.host.contains(":") ? "[\(api.host)]" : api.host):\(api.port)"
         guard let serverURL = URL(string: base), serverURL.scheme == "http" || serverURL.scheme == "https" else {
             throw CLIFailure.usage("--url \(base) is not an http(s) URL")
         }

@@ -32,7 +32,9 @@ struct ClientOptions: ParsableArguments {
     @Option(help: ArgumentHelp("With --tls: the name the gateway's certificate must carry (default: the host).", valueName: "NAME"))
     var serverName: String?
 
-    @Option(name: .shortAndLong, help: ArgumentHelp("Gateway configuration file (YAML), for its secret, address and policies. Default: built-in defaults.", valueName: "FILE"))
+    @Option(name: .shortAndLong, help: ArgumentHelp(
+        "Gateway configuration file (YAML), for its secret, address and policies. Default: $IMGW_CONFIG, else run/imgw.yaml if there is one, else built-in defaults.",
+        valueName: "FILE"))
     var config: String?
 
     @Option(help: ArgumentHelp("Seconds to wait for each answer from the gateway.", valueName: "SECONDS"))
@@ -54,7 +56,7 @@ struct ClientOptions: ParsableArguments {
 
     var output: Output { Output(json: json) }
 
-    /// The gateway configuration of --config, or the built-in defaults.
+    /// The gateway configuration of --config (or the default path), or the built-in defaults.
     func gatewayConfiguration() throws -> GatewayConfiguration {
         try loadGatewayConfiguration(config)
     }
@@ -144,9 +146,18 @@ struct ClientOptions: ParsableArguments {
     }
 }
 
-/// The gateway configuration at `path`, or the built-in defaults.
+/// Where the configuration is when `--config` is not given: `$IMGW_CONFIG`, else
+/// `run/imgw.yaml` in the current directory if there is one (what `make run` writes), else
+/// none (the built-in defaults).
+func defaultConfigurationPath() -> String? {
+    if let path = ProcessInfo.processInfo.environment["IMGW_CONFIG"], !path.isEmpty { return path }
+    return FileManager.default.fileExists(atPath: "run/imgw.yaml") ? "run/imgw.yaml" : nil
+}
+
+/// The gateway configuration at `path` (or ``defaultConfigurationPath()``), or the built-in
+/// defaults.
 func loadGatewayConfiguration(_ path: String?) throws -> GatewayConfiguration {
-    guard let path else { return .defaults }
+    guard let path = path ?? defaultConfigurationPath() else { return .defaults }
     do {
         return try GatewayConfiguration.load(from: path)
     } catch {

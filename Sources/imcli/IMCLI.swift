@@ -9,9 +9,10 @@ struct IMCLI: AsyncParsableCommand {
         commandName: "imcli",
         abstract: "Chat, presence, location and pub/sub through an IMGateway (imgw), from the command line.",
         discussion: """
-            With `make run` (imgw on 127.0.0.1:6969, built-in configuration):
+            With `make run` (imgw on 127.0.0.1:6969; imcli reads run/imgw.yaml):
               imcli listen --as bob               # messages, receipts, presence
               imcli send --as alice --to bob hi   # exits 0 once the gateway ACKed it
+              imcli admin group create team alice bob   # the server API: a group
               imcli group send --as alice --group team hi   # to every member of team
               imcli typing --as alice --to bob    # bob's listen shows: alice is typing
               imcli presence --as bob alice       # alice's devices online/offline
@@ -22,12 +23,14 @@ struct IMCLI: AsyncParsableCommand {
               imcli history --as bob --with alice # the conversation, oldest first
               imcli conversations --as bob        # most recent first, unread counts
               imcli read --as bob --with alice    # marked read up to the newest
-              imcli delete --as alice ID          # deleted for everyone
+              imcli send --as alice --to bob --id oops-1 oops
+              imcli delete --as alice oops-1      # deleted for everyone
               imcli token alice                   # a token for the local config
-              imcli admin presence bob            # the server API, with IMGW_API_KEY set
+              imcli admin presence bob            # bob's devices, from the server API
 
             --as USER mints a development token with the configuration's
-            auth.jwt_secret (--config FILE, else the built-in defaults); --token
+            auth.jwt_secret (--config FILE, else $IMGW_CONFIG, else run/imgw.yaml
+            if there is one, else the built-in defaults); --token
             TOKEN uses a token from elsewhere. --tls for a gateway with listen.tls
             (--ca FILE for a private CA). --json: one JSON object per line on stdout;
             status and connection notices go to stderr.

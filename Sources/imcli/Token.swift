@@ -5,7 +5,7 @@ import IMGateway
 struct Token: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print a login token for USER, signed with the configuration's auth.jwt_secret.",
-        discussion: "Without --config, the built-in defaults' secret: the one `make run` uses.")
+        discussion: "Without --config: $IMGW_CONFIG's, else run/imgw.yaml's (the secret `make run` made), else the built-in defaults' secret.")
 
     @Argument(help: "The user id (the token's sub claim).")
     var user: String
@@ -16,7 +16,7 @@ struct Token: AsyncParsableCommand {
     @Option(help: ArgumentHelp("How long the token is valid.", valueName: "SECONDS"))
     var validFor: Int = 86400
 
-    @Option(name: .shortAndLong, help: ArgumentHelp("Gateway configuration file (YAML). Default: built-in defaults.", valueName: "FILE"))
+    @Option(name: .shortAndLong, help: ArgumentHelp("Gateway configuration file (YAML). Default: $IMGW_CONFIG, else run/imgw.yaml if there is one, else built-in defaults.", valueName: "FILE"))
     var config: String?
 
     @Flag(help: "Print a JSON object instead of the bare token.")

@@ -118,6 +118,35 @@ struct GatewayConfigurationTests {
         #expect(config.problems().map(\.description) == ["archive.max_per_conversation: -1 is not in 0...100000000"])
     }
 
+    @Test("listen.websocket: off by default; its keys parsed; a bad path, origin or development off loopback is a problem")
+    func websocket() throws {
+        #expect(!GatewayConfiguration.defaults.listen.websocket.enabled)
+        let config = try GatewayConfiguration.parse(yaml: """
+            listen:
+              websocket: {enabled: true, host: 127.0.0.1, port: 7001, path: /ws, allowed_origins: ["https://app.example.com"], development: true}
+            """)
+        #expect(config.listen.websocket == .init(
+            enabled: true, host: "127.0.0.1", port: 7001, path: "/ws", allowedOrigins: ["https://app.example.com"], development: true))
+        #expect(config.problems().isEmpty)
+        var bad = config
+        bad.listen.websocket.host = "0.0.0.0"
+        bad.listen.websocket.path = "ws"
+        bad.listen.websocket.allowedOrigins = ["app.example.com"]
+        #expect(bad.problems().map(\.description) == [
+            "listen.websocket.path: \"ws\" is not a path (one that starts with /, without a query)",
+            "listen.websocket.allowed_origins: \"app.example.com\" is not an origin (scheme://host[:port]) or *",
+            "listen.websocket.development: true is for a developer's machine (anyone who reaches the listener can log in as any user): only with a loopback listen.websocket.host, not 0.0.0.0",
+        ])
+        bad.listen.websocket.development = false
+        bad.listen.websocket.path = "/imclient.js"
+        bad.listen.websocket.allowedOrigins = ["*"]
+        #expect(bad.problems().map(\.description) == ["listen.websocket.path: \"/imclient.js\" is a path of the pages the listener serves"])
+        #expect(bad.warnings().contains { $0.hasPrefix("listen.websocket.host 0.0.0.0 is reachable from the network without listen.tls") })
+        #expect(bad.warnings().contains { $0.hasPrefix("listen.websocket.allowed_origins has *") })
+        bad.listen.websocket.enabled = false
+        #expect(bad.problems().isEmpty)
+    }
+
     @Test("validate reports every problem, each naming its key")
     func problems() {
         var config = GatewayConfiguration.defaults

@@ -158,8 +158,10 @@ package final class IMGWProcess: Sendable {
 /// metrics listen on `port`.
 package func scrapeMetric(_ name: String, port: Int) async throws -> Double {
     let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(port)/metrics"])
-    guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + " ") }),
-          let value = Double(line.split(separator: " ").last ?? "")
-    else { throw TestError("no \(name) in /metrics: \(text)") }
-    return value
+    // The sum of its series (those with a `transport` label are one per transport).
+    let values = text.split(separator: "\n")
+        .filter { $0.hasPrefix(name + " ") || $0.hasPrefix(name + "{") }
+        .compactMap { Double($0.split(separator: " ").last ?? "") }
+    guard !values.isEmpty else { throw TestError("no \(name) in /metrics: \(text)") }
+    return values.reduce(0, +)
 }

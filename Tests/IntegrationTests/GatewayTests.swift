@@ -496,9 +496,10 @@ struct GatewayTests {
         let port = try #require(await gateway.server.metrics?.localAddress().port)
         let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(port)/metrics"])
         #expect(text.contains("# TYPE imgw_logged_in gauge"))
-        #expect(text.contains("imgw_logged_in 2"))
+        #expect(text.contains("imgw_logged_in{transport=\"tcp\"} 2"))
+        #expect(text.contains("imgw_logged_in{transport=\"websocket\"} 0"))
         #expect(text.contains("# TYPE imgw_chat_messages_in_total counter"))
-        #expect(text.contains("imgw_chat_messages_in_total 1"))
+        #expect(text.contains("imgw_chat_messages_in_total{transport=\"tcp\"} 1"))
         let types = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ") }
         #expect(types.count > 10)
         for type in types where type.count == 4 {

@@ -33,9 +33,7 @@ struct SlowDeviceTests {
         let metrics = try #require(await gateway.server.metrics?.localAddress().port)
         var handled = 0.0
         for _ in 0..<600 where handled < Double(total + 1) {
-            let text = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(metrics)/metrics"])
-            handled = text.split(separator: "\n").first { $0.hasPrefix("imgw_messages_out_total ") }
-                .flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
+            handled = (try? await scrapeMetric("imgw_messages_out_total", port: metrics)) ?? 0
             if handled < Double(total + 1) { try await Task.sleep(for: .milliseconds(50)) }  // polling a counter
         }
         #expect(handled >= Double(total + 1), "the gateway handled \(handled) of \(total + 1)")

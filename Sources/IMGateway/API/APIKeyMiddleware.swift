@@ -18,14 +18,20 @@ struct APIKeyMiddleware: RouterMiddleware {
     }
 
     private let entries: [Entry]
+    /// Paths a GET (or HEAD) needs no key for: the operator console's files.
+    private let open: Set<String>
 
-    init(keys: [GatewayConfiguration.APIKey]) {
+    init(keys: [GatewayConfiguration.APIKey], open: Set<String> = []) {
         entries = keys.map { Entry(name: $0.name, digest: Self.digest($0.key)) }
+        self.open = open
     }
 
     func handle(
         _ request: Request, context: GatewayRequestContext, next: (Request, GatewayRequestContext) async throws -> Response
     ) async throws -> Response {
+        if request.method == .get || request.method == .head, open.contains(request.uri.path) {
+            return try await next(request, context)
+        }
         guard let name = caller(of: request) else {
             context.logger.notice(
                 "API request refused: no valid key",

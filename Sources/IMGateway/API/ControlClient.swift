@@ -92,6 +92,11 @@ final class ControlClient: Sendable {
         failAll(.notConnected)
     }
 
+    /// Whether the client is connected to the broker now.
+    var isConnected: Bool {
+        get async { await client.state == .connected }
+    }
+
     /// Returns once the client is connected and subscribed, waiting up to the lookup time-out
     /// for that (a request right after the gateway started, or during a reconnect); throws
     /// ``Failure/notConnected`` after it.

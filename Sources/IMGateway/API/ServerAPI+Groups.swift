@@ -163,6 +163,7 @@ extension ServerAPI {
                 }
                 context.dedup.record(user: from, id: body.id, fingerprint: fingerprint, serverTime: serverTime)
                 context.statistics.messagesIn.add(1, ordering: .relaxed)
+                context.statistics.apiMessagesIn.add(1, ordering: .relaxed)
                 context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: others)
                 copies = others.count
             }

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import IMArchive
 import IMGatewayAPI
+import IMWeb
 import IMWire
 import Logging
 import Mosquitto
@@ -71,6 +72,7 @@ struct ServerAPI: APIProtocol {
                 }
                 context.dedup.record(user: from, id: body.id, fingerprint: fingerprint, serverTime: serverTime)
                 context.statistics.messagesIn.add(1, ordering: .relaxed)
+                context.statistics.apiMessagesIn.add(1, ordering: .relaxed)
                 context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: [to])
             }
         }
@@ -222,6 +224,7 @@ struct ServerAPI: APIProtocol {
         }
         if case .stored = outcome {
             context.statistics.messagesIn.add(1, ordering: .relaxed)
+            context.statistics.apiMessagesIn.add(1, ordering: .relaxed)
             context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: recipients)
         }
         return .success(Sent(serverTime: serverTime, isRepeat: { if case .duplicate = outcome { true } else { false } }(), copies: copies.count))
@@ -249,6 +252,26 @@ struct ServerAPI: APIProtocol {
         return nil
     }
 
+    func getStats(_ input: Operations.GetStats.Input) async throws -> Operations.GetStats.Output {
+        let statistics = context.statistics
+        func counts(_ read: (TransportCounters) -> Int) -> Components.Schemas.TransportCounts {
+            .init(tcp: Int64(read(statistics.transport(.tcp))), websocket: Int64(read(statistics.transport(.websocket))))
+        }
+        let archive = context.archive.map { Components.Schemas.ArchiveState(available: $0.isAvailable, queued: Int64($0.queued)) }
+        let stats = Components.Schemas.GatewayStats(
+            gateway: context.gatewayID, ts: Int64(unixMilliseconds()),
+            uptimeS: (ContinuousClock.now - statistics.started).components.seconds,
+            connections: counts { $0.connections.load(ordering: .relaxed) },
+            loggedIn: counts { $0.loggedIn.load(ordering: .relaxed) },
+            loginsTotal: counts { $0.logins.load(ordering: .relaxed) },
+            chatsInTotal: Int64(statistics.messagesIn.load(ordering: .relaxed)),
+            messagesOutTotal: Int64(statistics.messagesOut.load(ordering: .relaxed)),
+            chatP99Ms: statistics.chatLatencyP99(),
+            broker: .init(connected: await broker.isConnected, url: "\(context.broker)"),
+            archive: archive)
+        return .ok(.init(body: .json(stats)))
+    }
+
     static func error(_ code: String, _ message: String) -> Components.Schemas.ErrorResponse {
         Components.Schemas.ErrorResponse(error: code, message: message)
     }
@@ -258,7 +281,16 @@ extension HTTPEndpoint {
     /// The server API on `api.host:api.port`, for callers with one of `api.keys`.
     static func api(context: GatewayContext, broker: ControlClient) throws -> HTTPEndpoint {
         let router = Router(context: GatewayRequestContext.self)
-        router.add(middleware: APIKeyMiddleware(keys: context.configuration.api.keys))
+        // The operator console: pages without secrets (what they show, they read from the API
+        // with the key the operator types in), so the only requests without a key.
+        let console: [String: WebAssets.Asset] = [
+            "/console": WebAssets.consolePage,
+            "/console/console.js": WebAssets.consoleScript, "/console/console.css": WebAssets.consoleStyle,
+        ]
+        router.add(middleware: APIKeyMiddleware(keys: context.configuration.api.keys, open: Set(console.keys)))
+        for (path, asset) in console {
+            router.get(RouterPath(path)) { _, _ in Response.asset(asset) }
+        }
         router.add(middleware: APIErrorMiddleware())
         try ServerAPI(context: context, broker: broker).registerHandlers(on: router)
         return HTTPEndpoint(name: "server API", host: context.configuration.api.host, port: context.configuration.api.port, router: router, logger: context.logger)

@@ -11,13 +11,16 @@ extension GatewayConfiguration {
         /// core less one, at least one, because the MQTT sessions run on a thread of their
         /// own. Read by `imgw serve` at start.
         public var threads: Int
+        /// `websocket`: TLV clients over WebSocket (browsers), with this listener's TLS. Default off.
+        public var websocket: WebSocketSettings
 
         /// Creates listen settings with the defaults.
-        public init(host: String = "127.0.0.1", port: Int = 6969, tls: TLSSettings? = nil, threads: Int = 0) {
+        public init(host: String = "127.0.0.1", port: Int = 6969, tls: TLSSettings? = nil, threads: Int = 0, websocket: WebSocketSettings = .init()) {
             self.host = host
             self.port = port
             self.tls = tls
             self.threads = threads
+            self.websocket = websocket
         }
 
         /// The event-loop threads to run: ``threads``, or for 0 one per core less one (at
@@ -27,7 +30,7 @@ extension GatewayConfiguration {
         }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
-            case host, port, tls, threads
+            case host, port, tls, threads, websocket
         }
 
         public init(from decoder: any Decoder) throws {
@@ -38,6 +41,7 @@ extension GatewayConfiguration {
             self.port = try c.value(.port, or: d.port)
             self.tls = try c.value(.tls, or: d.tls)
             self.threads = try c.value(.threads, or: d.threads)
+            self.websocket = try c.value(.websocket, or: d.websocket)
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -46,6 +50,7 @@ extension GatewayConfiguration {
             try c.encode(self.port, forKey: .port)
             try c.encode(self.tls, forKey: .tls)
             try c.encode(self.threads, forKey: .threads)
+            try c.encode(self.websocket, forKey: .websocket)
         }
     }
 

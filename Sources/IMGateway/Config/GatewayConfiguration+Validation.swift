@@ -24,6 +24,7 @@ extension GatewayConfiguration {
             check.nonEmpty("listen.tls.cert_file", tls.certFile)
             check.nonEmpty("listen.tls.key_file", tls.keyFile)
         }
+        self.listen.websocket.check(&check)
 
         if let url = self.broker.url {
             do throws(GatewayConfigurationError) { _ = try BrokerURL(parsing: url) } catch { check.problems.append(error) }
@@ -144,6 +145,13 @@ extension GatewayConfiguration {
         }
         if self.listen.tls == nil && !Self.isLoopback(self.listen.host) {
             warnings.append("listen.host \(self.listen.host) is reachable from the network without listen.tls: tokens travel in clear text")
+        }
+        let websocket = self.listen.websocket
+        if websocket.enabled && self.listen.tls == nil && !Self.isLoopback(websocket.host) {
+            warnings.append("listen.websocket.host \(websocket.host) is reachable from the network without listen.tls: tokens travel in clear text (and browsers on https pages refuse ws://)")
+        }
+        if websocket.enabled && websocket.allowedOrigins.contains("*") {
+            warnings.append("listen.websocket.allowed_origins has *: a page from any site may connect on its user's behalf, with a token it holds")
         }
         if self.archive.store == .none {
             warnings.append("archive.store is none: an ACK means only that the broker holds the message (a broker that dies loses what it queued), and devices cannot catch up")

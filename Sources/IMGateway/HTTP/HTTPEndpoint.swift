@@ -1,4 +1,5 @@
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import NIOPosix
@@ -16,7 +17,10 @@ public final class HTTPEndpoint: Service, CustomStringConvertible, Sendable {
     /// Completed when ``run()`` returns.
     private let ended: EventLoopPromise<Void>
 
-    init(name: String, host: String, port: Int, router: Router<GatewayRequestContext>, logger: Logger) {
+    init(
+        name: String, host: String, port: Int, router: Router<GatewayRequestContext>, logger: Logger,
+        server: HTTPServerBuilder = .http1CloseOnExec()
+    ) {
         let bound = MultiThreadedEventLoopGroup.singleton.any().makePromise(of: SocketAddress.self)
         self.name = name
         self.bound = bound
@@ -25,7 +29,7 @@ public final class HTTPEndpoint: Service, CustomStringConvertible, Sendable {
         logger[metadataKey: "component"] = "\(name)"
         let application = Application(
             router: router,
-            server: .http1CloseOnExec(),
+            server: server,
             configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: nil),
             onServerRunning: { channel in
                 _ = try? await channel.eventLoop.submit { CloseOnExec.mark(channel) }.get()
@@ -80,6 +84,12 @@ extension HTTPEndpoint {
 extension Response {
     /// A JSON error body `{"error": code, "message": message}` with `status`.
     static func error(_ status: HTTPResponse.Status, _ code: String, _ message: String) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: errorJSON(code, message))))
+    }
+
+    /// `{"error": code, "message": message}`.
+    static func errorJSON(_ code: String, _ message: String) -> [UInt8] {
         var json = PayloadJSONWriter(capacity: 64 + message.utf8.count)
         json.beginObject()
         json.key("error")
@@ -87,7 +97,6 @@ extension Response {
         json.key("message")
         json.string(message)
         json.endObject()
-        return Response(
-            status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: json.bytes)))
+        return json.bytes
     }
 }

@@ -25,14 +25,10 @@ final class MetricsGauges: Sendable {
         typealias Reading = (name: String, unit: String, help: String, value: @Sendable () -> Double)
         let push = statistics.push
         var levels: [Reading] = [
-            ("connections", "", "Open TLV connections", { Double(statistics.connections.live) }),
-            ("logged_in", "", "Logged-in devices (each with its MQTT session)", { Self.count(statistics.loggedIn) }),
             ("push_queued", "", "Offline-push notifications waiting or in flight", { Self.count(push.queued) }),
         ]
         var totals: [Reading] = [
-            ("chat_messages_in", "total", "Chat messages accepted from devices", { Self.count(statistics.messagesIn) }),
             ("chat_rate_limited", "total", "Chat messages refused RATE_LIMITED (limits.chat_rate)", { Self.count(statistics.chatRateLimited) }),
-            ("messages_out", "total", "Messages written to devices", { Self.count(statistics.messagesOut) }),
             ("forged_messages_dropped", "total", "Chats, receipts, shares and positions on the broker that no gateway wrote, dropped",
              { Self.count(statistics.forgedMessages) }),
             ("broker_quota_disconnects", "total",
@@ -73,6 +69,29 @@ final class MetricsGauges: Sendable {
             totals += archiveTotals
         }
         var gauges = levels.map { (prometheus.makeGauge(descriptor: descriptor($0.name, $0.unit, $0.help)), $0.value) }
+        var labelledCounters: [(Counter, @Sendable () -> Double)] = []
+        // Per transport (`transport="tcp"` or `"websocket"`; chats from the server API are
+        // `"api"`): a series's sum is the gateway's total.
+        for transport in DeviceTransport.allCases {
+            let counters = statistics.transport(transport)
+            let labels = [("transport", transport.rawValue)]
+            let levels: [Reading] = [
+                ("connections", "", "Open device connections (TLV over TCP or WebSocket)", { Self.count(counters.connections) }),
+                ("logged_in", "", "Logged-in devices (each with its MQTT session)", { Self.count(counters.loggedIn) }),
+            ]
+            let totals: [Reading] = [
+                ("logins", "total", "Logins (LOGIN_OK sent)", { Self.count(counters.logins) }),
+                ("chat_messages_in", "total", "Chat messages accepted from devices and the server API", { Self.count(counters.messagesIn) }),
+                ("messages_out", "total", "Messages written to devices", { Self.count(counters.messagesOut) }),
+            ]
+            gauges += levels.map { (prometheus.makeGauge(descriptor: descriptor($0.name, $0.unit, $0.help), labels: labels), $0.value) }
+            labelledCounters += totals.map { (prometheus.makeCounter(descriptor: descriptor($0.name, $0.unit, $0.help), labels: labels), $0.value) }
+        }
+        labelledCounters.append((
+            prometheus.makeCounter(
+                descriptor: descriptor("chat_messages_in", "total", "Chat messages accepted from devices and the server API"),
+                labels: [("transport", "api")]),
+            { Self.count(statistics.apiMessagesIn) }))
         // Which of libmosquitto's private parts the MQTT side uses (broker.libmosquitto_internals).
         let internals = MosquittoLibrary.internals
         for part in MosquittoLibrary.Internal.allCases.sorted() {
@@ -83,8 +102,8 @@ final class MetricsGauges: Sendable {
             gauges.append((gauge, { inUse }))
         }
         self.gauges = gauges
-        counters = totals.map { (prometheus.makeCounter(descriptor: descriptor($0.name, $0.unit, $0.help)), $0.value) }
-        exported = Mutex(Array(repeating: 0, count: totals.count))
+        counters = totals.map { (prometheus.makeCounter(descriptor: descriptor($0.name, $0.unit, $0.help)), $0.value) } + labelledCounters
+        exported = Mutex(Array(repeating: 0, count: counters.count))
     }
 
     private static func count(_ atomic: borrowing Atomic<Int>) -> Double {

@@ -7,6 +7,8 @@ struct ConnectionLifetime {
     /// Its place in `limits.max_connections_*` (nil: not counted).
     let admission: ConnectionAdmissions.Ticket?
     let statistics: GatewayStatistics
+    /// The counts of the connection's transport.
+    let counters: TransportCounters
     /// The event loop of the connection, from ``opened(on:)``.
     private(set) var eventLoop: (any EventLoop)?
     private var phase = Phase.new
@@ -16,9 +18,10 @@ struct ConnectionLifetime {
 
     private enum Phase { case new, open, finished }
 
-    init(admission: ConnectionAdmissions.Ticket?, statistics: GatewayStatistics) {
+    init(admission: ConnectionAdmissions.Ticket?, statistics: GatewayStatistics, transport: DeviceTransport) {
         self.admission = admission
         self.statistics = statistics
+        self.counters = statistics.transport(transport)
     }
 
     /// The handler is in place on `loop`: the connection counts from now until it finishes.
@@ -27,17 +30,21 @@ struct ConnectionLifetime {
         eventLoop = loop
         phase = .open
         statistics.connections.enter()
+        counters.connections.add(1, ordering: .relaxed)
     }
 
     /// LOGIN_OK was sent.
     func loggedIn() {
         self.admission?.loggedIn()
         self.statistics.loggedIn.add(1, ordering: .relaxed)
+        self.counters.loggedIn.add(1, ordering: .relaxed)
+        self.counters.logins.add(1, ordering: .relaxed)
     }
 
     /// The session of a connection that logged in is ending.
     func loggedOut() {
         self.statistics.loggedIn.subtract(1, ordering: .relaxed)
+        self.counters.loggedIn.subtract(1, ordering: .relaxed)
     }
 
     /// Completes once the connection has finished (at once if it has). On the event loop,
@@ -55,6 +62,7 @@ struct ConnectionLifetime {
         phase = .finished
         admission?.closed()
         statistics.connections.leave()
+        counters.connections.subtract(1, ordering: .relaxed)
         waiters?.succeed(())
         waiters = nil
     }

@@ -1,3 +1,4 @@
+import NIOCore
 import IMArchive
 import IMWire
 import Mosquitto
@@ -54,6 +55,9 @@ final class ConnectionMailbox: Sendable {
         var push: PushNotification? = nil
         /// With the archive: its offset in the sender's own stream (the ACK says it).
         var streamOffset: UInt64? = nil
+        /// When the gateway took it from the device: its ACK measures the chat path
+        /// (``GatewayStatistics/chatAcknowledged(since:)``).
+        var startedAt = NIODeadline.now()
     }
 
     /// A chat message on its way into the archive, and what its publish and ACK will need.

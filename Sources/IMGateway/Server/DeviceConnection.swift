@@ -68,7 +68,10 @@ final class DeviceConnection: ChannelDuplexHandler {
         let lane = SerialJobQueue()
     }
 
-    init(gateway: GatewayContext, peer: String, now: NIODeadline, admission: ConnectionAdmissions.Ticket? = nil) {
+    init(
+        gateway: GatewayContext, peer: String, now: NIODeadline, admission: ConnectionAdmissions.Ticket? = nil,
+        transport: DeviceTransport = .tcp
+    ) {
         self.gateway = gateway
         self.logger = ConnectionLogger(gateway.logger, peer: peer)
         let limits = gateway.configuration.limits
@@ -80,8 +83,11 @@ final class DeviceConnection: ChannelDuplexHandler {
                 maxInFlight: gateway.configuration.broker.maxInflight, chatRate: limits.chatRate, chatBurst: limits.chatBurst,
                 locationRate: gateway.configuration.location.maxUpdatesPerSecond),
             now: now)
-        self.lifetime = ConnectionLifetime(admission: admission, statistics: gateway.statistics)
+        self.lifetime = ConnectionLifetime(admission: admission, statistics: gateway.statistics, transport: transport)
     }
+
+    /// The counts of the connection's transport.
+    var counters: TransportCounters { lifetime.counters }
 
     /// The session, once the login opened it.
     var session: (any DeviceSession)? { link?.session }

@@ -3,6 +3,7 @@ import Foundation
 import IMArchive
 import Logging
 import Mosquitto
+import NIOCore
 import Synchronization
 
 /// What every connection of one gateway process shares.
@@ -122,6 +123,8 @@ final class GatewayContext: Sendable {
 
 /// Counters for the stats topic and metrics.
 final class GatewayStatistics: Sendable {
+    /// When the gateway started.
+    let started = ContinuousClock.now
     /// Open TLV connections, counted until their MQTT session has ended too (shutdown
     /// waits for the last one).
     let connections = ConnectionTracker()
@@ -139,6 +142,33 @@ final class GatewayStatistics: Sendable {
     let brokerQuotaDisconnects = Atomic<Int>(0)
     /// The offline-push webhook's counters.
     let push = PushStatistics()
+    /// Chat messages accepted from the server API (in ``messagesIn`` too).
+    let apiMessagesIn = Atomic<Int>(0)
+    /// The counts of each transport's devices.
+    private let transports = DeviceTransport.allCases.map { _ in TransportCounters() }
+
+    /// The counts of `transport`'s devices.
+    func transport(_ transport: DeviceTransport) -> TransportCounters {
+        transports[DeviceTransport.allCases.firstIndex(of: transport)!]
+    }
+
+    /// The chat path's latencies of the last ten seconds: from a chat taken from a device to
+    /// its ACK (stored, published, the broker's PUBACK).
+    private let chatLatency = Mutex(LatencyWindow())
+
+    /// A chat taken at `start` was ACKed now.
+    func chatAcknowledged(since start: NIODeadline) {
+        let now = NIODeadline.now()
+        let microseconds = UInt64(max(0, (now - start).nanoseconds / 1000))
+        let second = Int64(now.uptimeNanoseconds / 1_000_000_000)
+        chatLatency.withLock { $0.record(microseconds: microseconds, second: second) }
+    }
+
+    /// The p99 of the chat path over the last ten seconds, in milliseconds; nil without a chat.
+    func chatLatencyP99() -> Double? {
+        let second = Int64(NIODeadline.now().uptimeNanoseconds / 1_000_000_000)
+        return chatLatency.withLock { $0.percentile(0.99, second: second) }.map { Double($0) / 1000 }
+    }
 }
 
 /// The offline-push webhook's counters (``PushNotifier``).

@@ -18,6 +18,8 @@ public final class GatewayServer: Service, Sendable {
     public let metrics: HTTPEndpoint?
     /// The server API, when `api.keys` has a key.
     public let api: HTTPEndpoint?
+    /// The WebSocket listener, when `listen.websocket.enabled`.
+    public let websocket: HTTPEndpoint?
     private let serverChannel: any Channel
     private let quiesce: ServerQuiescingHelper
     private let context: GatewayContext
@@ -89,7 +91,6 @@ public final class GatewayServer: Service, Sendable {
         mqttLoop: MosquittoEventLoop, group: any EventLoopGroup
     ) async throws -> GatewayServer {
         let context = GatewayContext(configuration: configuration, broker: broker, mqttLoop: mqttLoop, logger: logger, archive: archive)
-        let limits = configuration.limits
         let tls = try configuration.listen.tls.map { try Self.tlsContext($0) }
         let quiesce = ServerQuiescingHelper(group: group)
         let markCloseOnExec = configuration.broker.libmosquittoInternals
@@ -117,30 +118,7 @@ public final class GatewayServer: Service, Sendable {
                     if let tls {
                         try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     }
-                    let address = child.remoteAddress?.ipAddress ?? "?"
-                    switch context.admissions.open(address: address) {
-                    case .success(let ticket):
-                        do {
-                            try child.pipeline.syncOperations.addHandlers([
-                                ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
-                                // (It encodes its frames itself.)
-                                DeviceConnection(
-                                    gateway: context, peer: child.remoteAddress?.description ?? "?",
-                                    now: child.eventLoop.now, admission: ticket),
-                            ])
-                        } catch {
-                            // No handler will report the close (a peer gone already): the
-                            // place is given back now.
-                            ticket.closed()
-                            throw error
-                        }
-                    case .failure(let refusal):
-                        context.logger.notice("connection refused", metadata: ["peer": "\(address)", "reason": "\(refusal.reason)"])
-                        try child.pipeline.syncOperations.addHandlers([
-                            MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
-                            ConnectionRefusal(reason: refusal.reason),
-                        ])
-                    }
+                    try Self.installDevice(on: child, context: context, transport: .tcp)
                 }
             }
             .bind(host: configuration.listen.host, port: configuration.listen.port)
@@ -154,7 +132,47 @@ public final class GatewayServer: Service, Sendable {
         let control = ControlClient(context: context)
         context.groups.follow(with: control)
         let api = configuration.api.enabled ? try HTTPEndpoint.api(context: context, broker: control) : nil
-        return GatewayServer(serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, control: control)
+        let websocket = configuration.listen.websocket.enabled
+            ? WebSocketListener.endpoint(context: context, tls: tls) { child in
+                try child.pipeline.syncOperations.addHandler(
+                    WebSocketDeviceFraming(logger: ConnectionLogger(context.logger, peer: child.remoteAddress?.description ?? "?")))
+                try Self.installDevice(on: child, context: context, transport: .websocket)
+            }
+            : nil
+        return GatewayServer(
+            serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, websocket: websocket, control: control)
+    }
+
+    /// Adds a device connection's handlers to `child` (on its event loop): the TLV decoder and
+    /// a ``DeviceConnection``, or, for a connection ``ConnectionAdmissions`` refuses, the
+    /// refusal. For TCP the channel carries the TLV stream itself; for WebSocket,
+    /// ``WebSocketDeviceFraming`` before them does.
+    static func installDevice(on child: any Channel, context: GatewayContext, transport: DeviceTransport) throws {
+        let limits = context.configuration.limits
+        let address = child.remoteAddress?.ipAddress ?? "?"
+        switch context.admissions.open(address: address) {
+        case .success(let ticket):
+            do {
+                try child.pipeline.syncOperations.addHandlers([
+                    ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
+                    // (It encodes its frames itself.)
+                    DeviceConnection(
+                        gateway: context, peer: child.remoteAddress?.description ?? "?",
+                        now: child.eventLoop.now, admission: ticket, transport: transport),
+                ])
+            } catch {
+                // No handler will report the close (a peer gone already): the
+                // place is given back now.
+                ticket.closed()
+                throw error
+            }
+        case .failure(let refusal):
+            context.logger.notice("connection refused", metadata: ["peer": "\(address)", "transport": "\(transport)", "reason": "\(refusal.reason)"])
+            try child.pipeline.syncOperations.addHandlers([
+                MessageToByteHandler(IMFrameEncoder(maxBodyLength: limits.maxBodyLength)),
+                ConnectionRefusal(reason: refusal.reason),
+            ])
+        }
     }
 
     /// The server side of TLS for device connections (`listen.tls`: PEM certificate chain
@@ -173,6 +191,7 @@ public final class GatewayServer: Service, Sendable {
         context: GatewayContext,
         metrics: HTTPEndpoint?,
         api: HTTPEndpoint?,
+        websocket: HTTPEndpoint?,
         control: ControlClient
     ) {
         self.serverChannel = serverChannel
@@ -181,13 +200,15 @@ public final class GatewayServer: Service, Sendable {
         self.context = context
         self.metrics = metrics
         self.api = api
+        self.websocket = websocket
         self.control = control
     }
 
     /// The gateway as services for a `ServiceGroup`, in their order: its helpers (the message
     /// archive's writer, the control client, the offline-push webhook, the HTTP endpoints,
-    /// the stats topic, the location share directory), then the listener itself. Graceful
-    /// shutdown goes the other way: the listener first, until the last connection has
+    /// the stats topic, the location share directory), then the listener itself (which runs
+    /// the WebSocket listener too). Graceful shutdown goes the other way: the listeners first
+    /// (their devices are told and closed), until the last connection has
     /// finished (its MQTT session ended), then each helper (the archive commits what the last
     /// connections left, then closes). A helper that ends early (the stats topic turned off)
     /// leaves the others running; the listener's end ends the group.
@@ -227,16 +248,23 @@ public final class GatewayServer: Service, Sendable {
     /// "listening".
     public func run() async throws {
         let context = self.context
+        let websocket = self.websocket
         try await withGracefulShutdownHandler {
-            for endpoint in [metrics, api].compactMap({ $0 }) {
-                let address = try await endpoint.localAddress()
-                context.logger.info("\(endpoint.name) on HTTP", metadata: ["address": "\(address)"])
+            try await withThrowingDiscardingTaskGroup { group in
+                // The WebSocket listener runs as part of this one: its devices are connections
+                // like the TCP ones, told at shutdown and waited for below.
+                if let websocket { group.addTask { try await websocket.run() } }
+                for endpoint in [metrics, api, websocket].compactMap({ $0 }) {
+                    let address = try await endpoint.localAddress()
+                    context.logger.info("\(endpoint.name) on HTTP", metadata: ["address": "\(address)"])
+                }
+                context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
+                // Connections are served by their channel handlers; this waits for the listener
+                // to close, then for the last connection to finish.
+                try? await serverChannel.closeFuture.get()
+                await websocket?.stop()
+                await context.statistics.connections.waitUntilIdle()
             }
-            context.logger.info("listening", metadata: ["address": "\(localAddress)", "broker": "\(context.broker)"])
-            // Connections are served by their channel handlers; this waits for the listener
-            // to close, then for the last connection to finish.
-            try? await serverChannel.closeFuture.get()
-            await context.statistics.connections.waitUntilIdle()
         } onGracefulShutdown: {
             self.shutdown()
         }

@@ -2396,4 +2396,95 @@ public struct Client: APIProtocol {
             }
         )
     }
+    /// This gateway's live figures, for the operator console.
+    ///
+    /// What the gateway that answers is doing now (unlike the other operations, this one is
+    /// about one gateway: behind a load balancer, each answers for itself): open device
+    /// connections by transport, logged-in devices, running totals of logins, chats and
+    /// messages out (a caller makes rates from two readings), the p99 of the chat path over
+    /// the last ten seconds (a chat taken from a device to its ACK: stored, published, the
+    /// broker's PUBACK), and the state of the broker and of the message archive. The console
+    /// at `/console` on this listener polls it.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/stats`.
+    /// - Remark: Generated from `#/paths//v1/stats/get(getStats)`.
+    public func getStats(_ input: Operations.GetStats.Input) async throws -> Operations.GetStats.Output {
+        try await client.send(
+            input: input,
+            forOperation: Operations.GetStats.id,
+            serializer: { input in
+                let path = try converter.renderedPath(
+                    template: "/v1/stats",
+                    parameters: []
+                )
+                var request: HTTPTypes.HTTPRequest = .init(
+                    soar_path: path,
+                    method: .get
+                )
+                suppressMutabilityWarning(&request)
+                converter.setAcceptHeader(
+                    in: &request.headerFields,
+                    contentTypes: input.headers.accept
+                )
+                return (request, nil)
+            },
+            deserializer: { response, responseBody in
+                switch response.status.code {
+                case 200:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Operations.GetStats.Output.Ok.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.GatewayStats.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .ok(.init(body: body))
+                case 401:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.Unauthorized.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas.ErrorResponse.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .unauthorized(.init(body: body))
+                default:
+                    return .undocumented(
+                        statusCode: response.status.code,
+                        .init(
+                            headerFields: response.headerFields,
+                            body: responseBody
+                        )
+                    )
+                }
+            }
+        )
+    }
 }

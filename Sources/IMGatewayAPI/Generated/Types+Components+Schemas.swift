@@ -279,6 +279,281 @@ extension Components {
                 ])
             }
         }
+        /// - Remark: Generated from `#/components/schemas/GatewayStats`.
+        public struct GatewayStats: Codable, Hashable, Sendable {
+            /// The gateway's id (`gateway_id`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/gateway`.
+            public var gateway: Swift.String
+            /// When the figures were read (Unix milliseconds).
+            ///
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/ts`.
+            public var ts: Swift.Int64
+            /// Seconds since the gateway started.
+            ///
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/uptime_s`.
+            public var uptimeS: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/connections`.
+            public var connections: Components.Schemas.TransportCounts
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/logged_in`.
+            public var loggedIn: Components.Schemas.TransportCounts
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/logins_total`.
+            public var loginsTotal: Components.Schemas.TransportCounts
+            /// Chat messages accepted since start, from devices and from this API.
+            ///
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/chats_in_total`.
+            public var chatsInTotal: Swift.Int64
+            /// Messages written to devices since start.
+            ///
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/messages_out_total`.
+            public var messagesOutTotal: Swift.Int64
+            /// The p99 of the chat path over the last ten seconds, in milliseconds (within 12.5%); absent without a chat in that time.
+            ///
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/chat_p99_ms`.
+            public var chatP99Ms: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/broker`.
+            public var broker: Components.Schemas.BrokerState
+            /// - Remark: Generated from `#/components/schemas/GatewayStats/archive`.
+            public var archive: Components.Schemas.ArchiveState?
+            /// Creates a new `GatewayStats`.
+            ///
+            /// - Parameters:
+            ///   - gateway: The gateway's id (`gateway_id`).
+            ///   - ts: When the figures were read (Unix milliseconds).
+            ///   - uptimeS: Seconds since the gateway started.
+            ///   - connections:
+            ///   - loggedIn:
+            ///   - loginsTotal:
+            ///   - chatsInTotal: Chat messages accepted since start, from devices and from this API.
+            ///   - messagesOutTotal: Messages written to devices since start.
+            ///   - chatP99Ms: The p99 of the chat path over the last ten seconds, in milliseconds (within 12.5%); absent without a chat in that time.
+            ///   - broker:
+            ///   - archive:
+            public init(
+                gateway: Swift.String,
+                ts: Swift.Int64,
+                uptimeS: Swift.Int64,
+                connections: Components.Schemas.TransportCounts,
+                loggedIn: Components.Schemas.TransportCounts,
+                loginsTotal: Components.Schemas.TransportCounts,
+                chatsInTotal: Swift.Int64,
+                messagesOutTotal: Swift.Int64,
+                chatP99Ms: Swift.Double? = nil,
+                broker: Components.Schemas.BrokerState,
+                archive: Components.Schemas.ArchiveState? = nil
+            ) {
+                self.gateway = gateway
+                self.ts = ts
+                self.uptimeS = uptimeS
+                self.connections = connections
+                self.loggedIn = loggedIn
+                self.loginsTotal = loginsTotal
+                self.chatsInTotal = chatsInTotal
+                self.messagesOutTotal = messagesOutTotal
+                self.chatP99Ms = chatP99Ms
+                self.broker = broker
+                self.archive = archive
+            }
+            public enum CodingKeys: String, CodingKey {
+                case gateway
+                case ts
+                case uptimeS = "uptime_s"
+                case connections
+                case loggedIn = "logged_in"
+                case loginsTotal = "logins_total"
+                case chatsInTotal = "chats_in_total"
+                case messagesOutTotal = "messages_out_total"
+                case chatP99Ms = "chat_p99_ms"
+                case broker
+                case archive
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.gateway = try container.decode(
+                    Swift.String.self,
+                    forKey: .gateway
+                )
+                self.ts = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .ts
+                )
+                self.uptimeS = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .uptimeS
+                )
+                self.connections = try container.decode(
+                    Components.Schemas.TransportCounts.self,
+                    forKey: .connections
+                )
+                self.loggedIn = try container.decode(
+                    Components.Schemas.TransportCounts.self,
+                    forKey: .loggedIn
+                )
+                self.loginsTotal = try container.decode(
+                    Components.Schemas.TransportCounts.self,
+                    forKey: .loginsTotal
+                )
+                self.chatsInTotal = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .chatsInTotal
+                )
+                self.messagesOutTotal = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .messagesOutTotal
+                )
+                self.chatP99Ms = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .chatP99Ms
+                )
+                self.broker = try container.decode(
+                    Components.Schemas.BrokerState.self,
+                    forKey: .broker
+                )
+                self.archive = try container.decodeIfPresent(
+                    Components.Schemas.ArchiveState.self,
+                    forKey: .archive
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "gateway",
+                    "ts",
+                    "uptime_s",
+                    "connections",
+                    "logged_in",
+                    "logins_total",
+                    "chats_in_total",
+                    "messages_out_total",
+                    "chat_p99_ms",
+                    "broker",
+                    "archive"
+                ])
+            }
+        }
+        /// A count by how the devices reach the gateway.
+        ///
+        /// - Remark: Generated from `#/components/schemas/TransportCounts`.
+        public struct TransportCounts: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TransportCounts/tcp`.
+            public var tcp: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/TransportCounts/websocket`.
+            public var websocket: Swift.Int64
+            /// Creates a new `TransportCounts`.
+            ///
+            /// - Parameters:
+            ///   - tcp:
+            ///   - websocket:
+            public init(
+                tcp: Swift.Int64,
+                websocket: Swift.Int64
+            ) {
+                self.tcp = tcp
+                self.websocket = websocket
+            }
+            public enum CodingKeys: String, CodingKey {
+                case tcp
+                case websocket
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.tcp = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .tcp
+                )
+                self.websocket = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .websocket
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "tcp",
+                    "websocket"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BrokerState`.
+        public struct BrokerState: Codable, Hashable, Sendable {
+            /// Whether the gateway's own connection to the broker (its control client) is up.
+            ///
+            /// - Remark: Generated from `#/components/schemas/BrokerState/connected`.
+            public var connected: Swift.Bool
+            /// The broker the gateway uses (the embedded one's address when it runs one).
+            ///
+            /// - Remark: Generated from `#/components/schemas/BrokerState/url`.
+            public var url: Swift.String
+            /// Creates a new `BrokerState`.
+            ///
+            /// - Parameters:
+            ///   - connected: Whether the gateway's own connection to the broker (its control client) is up.
+            ///   - url: The broker the gateway uses (the embedded one's address when it runs one).
+            public init(
+                connected: Swift.Bool,
+                url: Swift.String
+            ) {
+                self.connected = connected
+                self.url = url
+            }
+            public enum CodingKeys: String, CodingKey {
+                case connected
+                case url
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.connected = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .connected
+                )
+                self.url = try container.decode(
+                    Swift.String.self,
+                    forKey: .url
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "connected",
+                    "url"
+                ])
+            }
+        }
+        /// The message archive's state; absent without an archive.
+        ///
+        /// - Remark: Generated from `#/components/schemas/ArchiveState`.
+        public struct ArchiveState: Codable, Hashable, Sendable {
+            /// Whether the archive takes writes (false while chats are refused with STORE_UNAVAILABLE).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ArchiveState/available`.
+            public var available: Swift.Bool
+            /// Chat messages waiting for the archive's next commit.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ArchiveState/queued`.
+            public var queued: Swift.Int64
+            /// Creates a new `ArchiveState`.
+            ///
+            /// - Parameters:
+            ///   - available: Whether the archive takes writes (false while chats are refused with STORE_UNAVAILABLE).
+            ///   - queued: Chat messages waiting for the archive's next commit.
+            public init(
+                available: Swift.Bool,
+                queued: Swift.Int64
+            ) {
+                self.available = available
+                self.queued = queued
+            }
+            public enum CodingKeys: String, CodingKey {
+                case available
+                case queued
+            }
+            public init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.available = try container.decode(
+                    Swift.Bool.self,
+                    forKey: .available
+                )
+                self.queued = try container.decode(
+                    Swift.Int64.self,
+                    forKey: .queued
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "available",
+                    "queued"
+                ])
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Presence`.
         public struct Presence: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Presence/user`.

@@ -152,6 +152,20 @@ public protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/groups/{group}/messages`.
     /// - Remark: Generated from `#/paths//v1/groups/{group}/messages/post(sendGroupMessage)`.
     func sendGroupMessage(_ input: Operations.SendGroupMessage.Input) async throws -> Operations.SendGroupMessage.Output
+    /// This gateway's live figures, for the operator console.
+    ///
+    /// What the gateway that answers is doing now (unlike the other operations, this one is
+    /// about one gateway: behind a load balancer, each answers for itself): open device
+    /// connections by transport, logged-in devices, running totals of logins, chats and
+    /// messages out (a caller makes rates from two readings), the p99 of the chat path over
+    /// the last ten seconds (a chat taken from a device to its ACK: stored, published, the
+    /// broker's PUBACK), and the state of the broker and of the message archive. The console
+    /// at `/console` on this listener polls it.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/stats`.
+    /// - Remark: Generated from `#/paths//v1/stats/get(getStats)`.
+    func getStats(_ input: Operations.GetStats.Input) async throws -> Operations.GetStats.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -400,6 +414,22 @@ extension APIProtocol {
             headers: headers,
             body: body
         ))
+    }
+    /// This gateway's live figures, for the operator console.
+    ///
+    /// What the gateway that answers is doing now (unlike the other operations, this one is
+    /// about one gateway: behind a load balancer, each answers for itself): open device
+    /// connections by transport, logged-in devices, running totals of logins, chats and
+    /// messages out (a caller makes rates from two readings), the p99 of the chat path over
+    /// the last ten seconds (a chat taken from a device to its ACK: stored, published, the
+    /// broker's PUBACK), and the state of the broker and of the message archive. The console
+    /// at `/console` on this listener polls it.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/stats`.
+    /// - Remark: Generated from `#/paths//v1/stats/get(getStats)`.
+    public func getStats(headers: Operations.GetStats.Input.Headers = .init()) async throws -> Operations.GetStats.Output {
+        try await getStats(Operations.GetStats.Input(headers: headers))
     }
 }
 
