@@ -80,6 +80,21 @@ struct IMBenchTests {
         #expect(output.contains("send and receive"), "the run says what it does")
     }
 
+    @Test("imbench chat --transport websocket: the gateway's devices over WebSocket deliver every message once, raw libmosquitto beside them")
+    func chatOverWebSocket() async throws {
+        let output = try await run(
+            Self.executable, ["chat", "--transport", "websocket", "--seconds", "1", "--pairs", "1", "--drain", "10"])
+        let result = try Self.json(output)
+        let sent = try #require(result["gateway_sent"] as? Int)
+        #expect(sent > 0)
+        #expect(result["gateway_received"] as? Int == sent)
+        #expect(result["lost"] as? Int == 0)
+        #expect(result["duplicates"] as? Int == 0)
+        #expect(output.contains("devices connect over WebSocket: ws://127.0.0.1:"), "the run says how devices connect")
+        let direct: Int = result["direct_msgs_per_s"] as? Int ?? 0
+        #expect(direct > 0, "the raw path ran in the same run")
+    }
+
     @Test("imbench chat --no-receipt-notices: the senders get no RECEIPT_NOTICE (by default, one per message)",
           arguments: [true, false])
     func chatReceiptNotices(_ notices: Bool) async throws {

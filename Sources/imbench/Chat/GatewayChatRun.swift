@@ -136,7 +136,7 @@ enum GatewayChatRun {
                 group.addTask {
                     do {
                         let device = try await BenchDevice.connect(
-                            to: environment.gateway, on: loop, token: frozen[index], deviceID: "bench",
+                            to: environment.gateway, webSocketPath: environment.webSocketPath, on: loop, token: frozen[index], deviceID: "bench",
                             receiptNotices: receiptNotices, behaviour: behaviour(index))
                         return (index, device)
                     } catch {

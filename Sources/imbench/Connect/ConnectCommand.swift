@@ -94,7 +94,7 @@ struct ConnectCommand: AsyncParsableCommand {
             }
         }
         let driver = LoginDriver(
-            gateway: env.gateway, concurrency: concurrency, rate: rate, heartbeat: heartbeat.map { .milliseconds(Int64($0 * 1000)) })
+            gateway: env.gateway, webSocketPath: env.webSocketPath, concurrency: concurrency, rate: rate, heartbeat: heartbeat.map { .milliseconds(Int64($0 * 1000)) })
         let stormStart = (
             system: SystemSample.take(), gateway: gatewayPID.flatMap { ProcessSample.take($0) },
             broker: env.brokerPID.flatMap { ProcessSample.take($0) }, bench: ProcessSample.take(ProcessSample.ownPID()))

@@ -7,6 +7,8 @@ import NIOCore
 struct LoginDriver: Sendable {
     /// Where and how.
     var gateway: HostPort
+    /// The WebSocket path, for devices that connect over WebSocket.
+    var webSocketPath: String?
     var concurrency: Int
     var rate: Double?
     /// Heartbeat interval for the idle devices; nil: as announced in LOGIN_OK.
@@ -36,6 +38,7 @@ struct LoginDriver: Sendable {
         let startedAt = MonotonicClock.nanoseconds()
         let heartbeat = self.heartbeat
         let gateway = self.gateway
+        let webSocketPath = self.webSocketPath
         await withTaskGroup(of: Attempt.self) { group in
             var inFlight = 0
             func settle(_ attempt: Attempt) {
@@ -64,7 +67,7 @@ struct LoginDriver: Sendable {
                     let begin = MonotonicClock.nanoseconds()
                     do {
                         let device = try await BenchDevice.connect(
-                            to: gateway, on: loop, token: token, deviceID: "bench", timeout: .seconds(30),
+                            to: gateway, webSocketPath: webSocketPath, on: loop, token: token, deviceID: "bench", timeout: .seconds(30),
                             behaviour: { IdleDevice(counters: counters, interval: heartbeat) })
                         return .loggedIn(device, micros: (MonotonicClock.nanoseconds() - begin) / 1000)
                     } catch {

@@ -1,3 +1,4 @@
+import IMClient
 import IMWire
 import NIOCore
 import NIOPosix
@@ -16,8 +17,8 @@ struct BenchDevice: Sendable {
     ///   - timeout: For connect and login together.
     /// - Throws: ``BenchError`` with the gateway's refusal, a timeout, or NIO's connect error.
     static func connect(
-        to gateway: HostPort, on loop: any EventLoop, token: String, deviceID: String, timeout: TimeAmount = .seconds(30),
-        receiptNotices: Bool = true, behaviour: @escaping @Sendable () -> any DeviceBehaviour
+        to gateway: HostPort, webSocketPath: String? = nil, on loop: any EventLoop, token: String, deviceID: String,
+        timeout: TimeAmount = .seconds(30), receiptNotices: Bool = true, behaviour: @escaping @Sendable () -> any DeviceBehaviour
     ) async throws -> BenchDevice {
         let login = loop.makePromise(of: LoginOK.self)
         let timer = loop.scheduleTask(in: timeout) {
@@ -30,12 +31,19 @@ struct BenchDevice: Sendable {
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandlers([
-                            ByteToMessageHandler(IMFrameDecoder()),
-                            MessageToByteHandler(IMFrameEncoder()),
-                            BenchDeviceHandler(
-                                token: token, deviceID: deviceID, receiptNotices: receiptNotices, login: login, behaviour: behaviour()),
-                        ])
+                        let framed: @Sendable (any Channel) throws -> Void = { channel in
+                            try channel.pipeline.syncOperations.addHandlers([
+                                ByteToMessageHandler(IMFrameDecoder()),
+                                MessageToByteHandler(IMFrameEncoder()),
+                                BenchDeviceHandler(
+                                    token: token, deviceID: deviceID, receiptNotices: receiptNotices, login: login, behaviour: behaviour()),
+                            ])
+                        }
+                        guard let webSocketPath else { return try framed(channel) }
+                        // Over WebSocket: the same handlers once upgraded (the login promise
+                        // fails if the upgrade does).
+                        try WebSocketTransport.configure(channel, host: gateway.host, port: gateway.port, path: webSocketPath, upgraded: framed)
+                            .whenFailure { login.fail($0) }
                     }
                 }
                 .connect(host: gateway.host, port: gateway.port)

@@ -33,10 +33,22 @@ final class BenchDeviceHandler: ChannelInboundHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
+        sendLogin(context: context)
+        context.fireChannelActive()
+    }
+
+    /// Added to a channel that is active already (over WebSocket: once upgraded): log in once
+    /// the upgrade has taken the HTTP handlers out (on the next turn of the loop).
+    func handlerAdded(context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute { bound.value.0.sendLogin(context: bound.value.1) }
+    }
+
+    private func sendLogin(context: ChannelHandlerContext) {
         let frame = LoginRequest(token: token, deviceID: deviceID, receiptNotices: receiptNotices ? nil : false).frame(
             sequence: Self.loginSequence, timestamp: MonotonicClock.unixSeconds(), sessionID: Self.sessionID)
         context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
-        context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -10,8 +10,10 @@ import Glibc
 struct BenchEnvironment: Sendable {
     /// The MQTT broker (the gateway's, and the direct path's).
     let broker: BrokerAddress
-    /// The TLV listener of the gateway.
+    /// The TLV listener of the gateway (its WebSocket listener with `--transport websocket`).
     let gateway: HostPort
+    /// The WebSocket path devices upgrade on, with `--transport websocket`.
+    var webSocketPath: String? = nil
     /// The gateway's JWT secret, for minting tokens.
     let secret: String
     /// The broker and gateway processes, if started here.
@@ -87,11 +89,20 @@ struct BenchEnvironment: Sendable {
             Log.info("starting imgw...")
             let gateway = try await BenchGateway.start(
                 executable: options.imgw ?? BenchGateway.defaultExecutable(), broker: broker, secret: secret,
-                in: directory, extraLines: gatewayLines + [options.archiveLine(in: directory)], echo: options.verbose)
+                in: directory, webSocket: options.transport == .websocket, extraLines: gatewayLines + [options.archiveLine(in: directory)],
+                echo: options.verbose)
             Log.info("imgw up on \(gateway.endpoint) (pid \(gateway.process.pid))")
-            return BenchEnvironment(
+            var environment = BenchEnvironment(
                 broker: broker, gateway: gateway.endpoint, secret: secret, brokerProcess: brokerProcess,
                 gatewayProcess: gateway, directory: directory, givenBrokerPID: options.brokerPID)
+            if let port = gateway.webSocketPort {
+                Log.info("devices connect over WebSocket: ws://127.0.0.1:\(port)\(BenchGateway.webSocketPath)")
+                environment = BenchEnvironment(
+                    broker: broker, gateway: HostPort(host: "127.0.0.1", port: port), webSocketPath: BenchGateway.webSocketPath,
+                    secret: secret, brokerProcess: brokerProcess, gatewayProcess: gateway, directory: directory,
+                    givenBrokerPID: options.brokerPID)
+            }
+            return environment
         } catch {
             await brokerProcess?.stop()
             throw error

@@ -14,11 +14,16 @@ final class BenchGateway: Sendable {
     let process: ChildProcess
     /// What it printed last.
     let output: OutputTail
+    /// Its WebSocket listener's port, when started with one.
+    let webSocketPort: Int?
+    /// The path of its WebSocket listener.
+    static let webSocketPath = "/im"
 
-    private init(endpoint: HostPort, process: ChildProcess, output: OutputTail) {
+    private init(endpoint: HostPort, process: ChildProcess, output: OutputTail, webSocketPort: Int? = nil) {
         self.endpoint = endpoint
         self.process = process
         self.output = output
+        self.webSocketPort = webSocketPort
     }
 
     /// The `imgw` binary next to this executable (`swift build --product imgw` puts both in
@@ -34,7 +39,7 @@ final class BenchGateway: Sendable {
     /// devices come from one address);
     /// `extraLines` are appended as they are (YAML).
     static func configuration(
-        broker: BrokerAddress, listen: Int, secret: String, gatewayID: String = "imbench", extraLines: [String]
+        broker: BrokerAddress, listen: Int, webSocket: Int? = nil, secret: String, gatewayID: String = "imbench", extraLines: [String]
     ) -> String {
         ([
             "# Written by imbench for one run.",
@@ -42,6 +47,7 @@ final class BenchGateway: Sendable {
             "listen:",
             "  host: 127.0.0.1",
             "  port: \(listen)",
+        ] + (webSocket.map { ["  websocket: {enabled: true, host: 127.0.0.1, port: \($0), path: \(webSocketPath)}"] } ?? []) + [
             "broker:",
             "  url: mqtt://\(broker.host):\(broker.port)",
         ] + (broker.username.map { ["  username: \(yaml($0))", "  password: \(yaml(broker.password ?? ""))"] } ?? []) + [
@@ -68,7 +74,7 @@ final class BenchGateway: Sendable {
     /// `port` (a gateway started again where it was); what it prints also goes to `logFile`.
     static func start(
         executable: String, broker: BrokerAddress, secret: String, in directory: URL, port fixedPort: Int? = nil,
-        gatewayID: String = "imbench", extraLines: [String] = [], echo: Bool, logFile: URL? = nil
+        gatewayID: String = "imbench", webSocket: Bool = false, extraLines: [String] = [], echo: Bool, logFile: URL? = nil
     ) async throws -> BenchGateway {
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw BenchError(
@@ -81,7 +87,8 @@ final class BenchGateway: Sendable {
         if !extraLines.contains(where: { $0.hasPrefix("archive:") }) {
             extraLines.append("archive: {path: \(yaml(directory.appendingPathComponent("archive-\(port).sqlite").path))}")
         }
-        let text = configuration(broker: broker, listen: port, secret: secret, gatewayID: gatewayID, extraLines: extraLines)
+        let webSocketPort = webSocket ? HostPort.freeLoopbackPort() : nil
+        let text = configuration(broker: broker, listen: port, webSocket: webSocketPort, secret: secret, gatewayID: gatewayID, extraLines: extraLines)
         do {
             try GatewayConfiguration.parse(yaml: text).validate()
         } catch {
@@ -97,8 +104,8 @@ final class BenchGateway: Sendable {
         let deadline = MonotonicClock.nanoseconds() + 20_000_000_000
         while MonotonicClock.nanoseconds() < deadline {
             if process.hasExited { break }
-            if endpoint.acceptsConnections() {
-                return BenchGateway(endpoint: endpoint, process: process, output: output)
+            if endpoint.acceptsConnections(), webSocketPort.map({ HostPort(host: "127.0.0.1", port: $0).acceptsConnections() }) ?? true {
+                return BenchGateway(endpoint: endpoint, process: process, output: output, webSocketPort: webSocketPort)
             }
             try await Task.sleep(for: .milliseconds(50))
         }

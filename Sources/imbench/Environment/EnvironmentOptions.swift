@@ -36,6 +36,9 @@ struct EnvironmentOptions: ParsableArguments {
     @Option(help: "archive.retention of the imgw imbench starts: 30d, 12h, 90m, 600s, or 0 (keep for ever; default: imgw's).")
     var archiveRetention: String?
 
+    @Option(help: "How the gateway's devices connect: tcp (the TLV listener) or websocket (the same frames over listen.websocket, as browsers).")
+    var transport: BenchTransport = .tcp
+
     @Flag(help: "Copy what mosquitto and imgw print to stderr.")
     var verbose = false
 
@@ -73,4 +76,10 @@ struct EnvironmentOptions: ParsableArguments {
         }
         if archiveRetention != nil && archive == "none" { throw ValidationError("--archive-retention needs an archive") }
     }
+}
+
+/// How benchmark devices reach the gateway (`--transport`).
+enum BenchTransport: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case tcp
+    case websocket
 }
