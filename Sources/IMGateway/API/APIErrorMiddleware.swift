@@ -54,6 +54,7 @@ struct APIErrorMiddleware: RouterMiddleware {
 
     /// The methods the API takes on `path`, if it is one of its paths.
     static func methods(of path: String) -> String? {
+        if path == "/v1/stats" { return "GET" }
         let levels = path.split(separator: "/", omittingEmptySubsequences: false)
         guard levels.count == 5, levels[0].isEmpty, levels[1] == "v1", levels[2] == "users", !levels[3].isEmpty else { return nil }
         switch levels[4] {
