@@ -357,3 +357,13 @@ test('drawLinePlot writes data-values, gridlines with labels and one path per se
   assert.equal(svg.getAttribute('data-values'), '[]');
   assert.equal(svg.children.filter((n) => n.name === 'path').length, 0);
 });
+
+test('figures given by transport are summed: /v1/stats gives logins_total and logged_in as {tcp, websocket}', async () => {
+  const { total, sampleFromStats } = await import('../../Sources/IMWeb/Resources/console.js');
+  assert.equal(total(4), 4);
+  assert.equal(total({ tcp: 3, websocket: 2 }), 5);
+  assert.equal(total(undefined), undefined);
+  const first = sampleFromStats({ gateway: 'gw', ts: 1000, connections: { tcp: 1, websocket: 1 }, logins_total: { tcp: 1, websocket: 1 } }, null);
+  const second = sampleFromStats({ gateway: 'gw', ts: 2000, connections: { tcp: 2, websocket: 3 }, logins_total: { tcp: 2, websocket: 4 } }, first.raw);
+  assert.equal(second.logins, 4);
+});

@@ -259,6 +259,13 @@ def main():
         finally:
             shot("connections-risen")
         values = plot_values(driver, "connections")
+        # The logged-in figure is a number (the API gives it by transport: the page sums it).
+        wait_for(driver, lambda d: (text_of(d, "#logged-in") or "").strip().isdigit()
+                 and int(text_of(d, "#logged-in")) >= arguments.devices, timeout,
+                 f"#logged-in showing at least {arguments.devices}")
+        # Logins/s: the devices' logins make a rate (a number, not the dash of no data).
+        wait_for(driver, lambda d: any(v > 0 for v in (plot_values(d, "logins") or [])), timeout,
+                 "a logins/s point above 0")
         return f"{baseline} → {values[-1]} ({len(values)} points); #value-connections {text_of(driver, '#value-connections')!r}"
 
     def presence_lookup():

@@ -22,6 +22,18 @@ export function pushPoint(series, value, max = MAX_POINTS) {
 }
 
 /** Every connection of the gateway: TCP and WebSocket. */
+/**
+ * A figure that /v1/stats gives either as a number or by transport ({tcp, websocket}): its total
+ * (undefined if it is neither).
+ */
+export function total(value) {
+  if (typeof value === 'number') return value;
+  if (value && typeof value === 'object') {
+    return Object.values(value).reduce((sum, part) => sum + (Number(part) || 0), 0);
+  }
+  return undefined;
+}
+
 export function connectionsTotal(stats) {
   const c = stats?.connections ?? {};
   return (Number(c.tcp) || 0) + (Number(c.websocket) || 0);
@@ -52,7 +64,7 @@ export function sampleFromStats(stats, previous, receivedAt = Date.now()) {
   const current = {
     ts: Number.isFinite(Number(stats?.ts)) && stats?.ts != null ? Number(stats.ts) : receivedAt,
     gateway: stats?.gateway ?? null,
-    logins_total: stats?.logins_total,
+    logins_total: total(stats?.logins_total),
     chats_in_total: stats?.chats_in_total,
   };
   const p99 = stats?.chat_p99_ms;
@@ -375,7 +387,7 @@ class ConsolePage {
 
     $('gateway-name').textContent = stats.gateway ?? '—';
     $('gateway-uptime').textContent = stats.uptime_s != null ? formatDuration(stats.uptime_s) : '—';
-    $('logged-in').textContent = stats.logged_in != null ? String(stats.logged_in) : '—';
+    $('logged-in').textContent = total(stats.logged_in) != null ? String(total(stats.logged_in)) : '—';
 
     const broker = stats.broker ?? {};
     const connected = broker.connected === true;
