@@ -5,6 +5,7 @@ import IMWire
 import IMTestSupport
 import NIOCore
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 import Synchronization
 import Testing
@@ -141,6 +142,36 @@ struct WebSocketTests {
         #expect(ids == Set((0..<6).map { "r-\($0)" }))
         let limited = try await gateway.metric("imgw_chat_rate_limited_total")
         #expect(limited >= 1, "the burst of 6 against a bucket of 2 was limited")
+        await alice.close()
+        await bob.close()
+        await gateway.stop()
+    }
+
+    @Test("wss: with listen.tls the WebSocket listener serves TLS with the same certificate; IMClient chats through it")
+    func tls() async throws {
+        let pki = try await TLSTests.PKI.make()
+        defer { try? FileManager.default.removeItem(at: pki.directory) }
+        let gateway = try await Self.gateway {
+            $0.listen.tls = .init(certFile: pki.path("server.crt"), keyFile: pki.path("server.key"))
+        }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .file(pki.path("ca.crt"))
+        let port = try #require(await gateway.server.websocket?.localAddress().port)
+        var configuration = IMClient.Configuration(port: port, token: try await gateway.minter.mint(user: "alice"), deviceID: "browser", tls: tls)
+        configuration.webSocketPath = "/im"
+        let alice = try await tracked(IMClient.connect(configuration))
+        var bobConfiguration = IMClient.Configuration(port: gateway.port, token: try await gateway.minter.mint(user: "bob"), deviceID: "phone", tls: tls)
+        bobConfiguration.tlsServerName = "localhost"
+        let bob = try await tracked(IMClient.connect(bobConfiguration))
+        let bobEvents = Collector(bob.events)
+        try await alice.send(to: "bob", text: "over wss", messageID: "wss-1")
+        let received = try await nextMessage(bobEvents)
+        #expect(received.text == "over wss")
+        // Plain ws:// to the TLS listener does not get in.
+        var plain = IMClient.Configuration(port: port, token: try await gateway.minter.mint(user: "carol"), deviceID: "browser", reconnect: false)
+        plain.webSocketPath = "/im"
+        plain.connectTimeout = .seconds(3)
+        await #expect(throws: IMClientError.self) { _ = try await IMClient.connect(plain) }
         await alice.close()
         await bob.close()
         await gateway.stop()
