@@ -93,6 +93,9 @@ release: deps
 
 # Tests that load both cores: run alone (see test).
 STRESS_TESTS = 'OneUserFuzzTests|ChatRateLimitIntegrationTests/flooder'
+# make run's gateway with headless Chromium, the examples and the WebSocket conformance run:
+# alone (Chromium and four gateways at once starve the ejabberd nodes of the other tests).
+WEB_TESTS = 'WebTests'
 # The chaos run's minute (imbench chaos, a fixed seed): alone too.
 CHAOS_TESTS = 'ChaosRunTests'
 # Run once more with libmosquitto's internals off (MOSQUITTO_SWIFT_INTERNALS=off, which the
@@ -116,7 +119,8 @@ test: test-deps
 	@# a device writing chat as fast as it can) and the chaos run's minute keep both cores busy
 	@# for a while: on their own, after the rest, so that they do not starve the timing of the
 	@# others.
-	$(WATCHDOG) $(SWIFT) test --skip-build --skip APIConformanceTests --skip $(STRESS_TESTS) --skip $(CHAOS_TESTS)
+	$(WATCHDOG) $(SWIFT) test --skip-build --skip APIConformanceTests --skip $(STRESS_TESTS) --skip $(CHAOS_TESTS) --skip $(WEB_TESTS)
+	$(WATCHDOG) $(SWIFT) test --skip-build --filter $(WEB_TESTS)
 	$(WATCHDOG) $(SWIFT) test --skip-build --filter $(STRESS_TESTS)
 	$(WATCHDOG) $(SWIFT) test --skip-build --filter $(CHAOS_TESTS)
 	MOSQUITTO_SWIFT_INTERNALS=off $(WATCHDOG) $(SWIFT) test --skip-build --filter $(INTERNALS_OFF_TESTS)
