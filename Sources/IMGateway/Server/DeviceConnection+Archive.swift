@@ -159,7 +159,7 @@ extension DeviceConnection {
                         offset: entry.offset),
                     class: .chat)
                 gateway.statistics.messagesOut.add(1, ordering: .relaxed)
-                counters.messagesOut.add(1, ordering: .relaxed)
+                lifetime.counters.messagesOut.add(1, ordering: .relaxed)
                 gateway.statistics.caughtUp.add(1, ordering: .relaxed)
             }
             link.sync = sync

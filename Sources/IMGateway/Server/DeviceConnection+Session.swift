@@ -14,12 +14,12 @@ extension DeviceConnection {
             if let offset = machine.acknowledged(ack.sequence, now: now) { archiveDone(offset) }
         case .chat(let chat) where chat.isGroup:
             gateway.statistics.messagesIn.add(1, ordering: .relaxed)
-            counters.messagesIn.add(1, ordering: .relaxed)
+            lifetime.counters.messagesIn.add(1, ordering: .relaxed)
             guard admitChat(chat, header) else { return }
             submit(.groupChat(chat, carbon: machine.downlink.makesCarbons), header)
         case .chat(let chat):
             gateway.statistics.messagesIn.add(1, ordering: .relaxed)
-            counters.messagesIn.add(1, ordering: .relaxed)
+            lifetime.counters.messagesIn.add(1, ordering: .relaxed)
             startChat(chat, header)
         case .readReceipt(let receipt):
             guard IMIdentifier.isValidMessageID(receipt.messageID) else {
@@ -411,7 +411,7 @@ extension DeviceConnection {
                               offset: offset),
                 class: .chat)
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)
-            counters.messagesOut.add(1, ordering: .relaxed)
+            lifetime.counters.messagesOut.add(1, ordering: .relaxed)
             // Messages held above a gap this one closed follow it.
             if offset != nil { releaseHeld() }
         case .location(let sharer):
@@ -432,7 +432,7 @@ extension DeviceConnection {
                 machine.downlink.queue.enqueue(Downlink.Entry(message: .publish(publish), deliveryID: message.deliveryID), class: .other)
             }
             gateway.statistics.messagesOut.add(1, ordering: .relaxed)
-            counters.messagesOut.add(1, ordering: .relaxed)
+            lifetime.counters.messagesOut.add(1, ordering: .relaxed)
         case .signal:
             signal(message, session)
         case .presence(let user, let device):

@@ -86,9 +86,6 @@ final class DeviceConnection: ChannelDuplexHandler {
         self.lifetime = ConnectionLifetime(admission: admission, statistics: gateway.statistics, transport: transport)
     }
 
-    /// The counts of the connection's transport.
-    var counters: TransportCounters { lifetime.counters }
-
     /// The session, once the login opened it.
     var session: (any DeviceSession)? { link?.session }
 
