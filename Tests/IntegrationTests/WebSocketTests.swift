@@ -51,14 +51,23 @@ struct WebSocketTests {
             }
         }
 
-        let metrics = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(try #require(await gateway.server.metrics?.localAddress().port))/metrics"])
-        for line in [
+        let metricsPort = try #require(await gateway.server.metrics?.localAddress().port)
+        let lines = [
             #"imgw_connections{transport="websocket"} 1"#, #"imgw_connections{transport="tcp"} 1"#,
             #"imgw_logged_in{transport="websocket"} 1"#, #"imgw_logins_total{transport="websocket"} 1"#,
             #"imgw_chat_messages_in_total{transport="websocket"} 1"#, #"imgw_chat_messages_in_total{transport="tcp"} 1"#,
-        ] {
-            #expect(metrics.contains(line + "\n") || metrics.contains(line + ".0\n"), "\(line) in /metrics")
+        ]
+        func missing(_ metrics: String) -> [String] {
+            lines.filter { !metrics.contains($0 + "\n") && !metrics.contains($0 + ".0\n") }
         }
+        // Polling the counters (up to 5 s): they are read at each scrape.
+        var metrics = ""
+        for _ in 0..<100 {
+            metrics = try await run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(metricsPort)/metrics"])
+            if missing(metrics).isEmpty { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(missing(metrics).isEmpty, "in /metrics: \(metrics)")
 
         let api = try #require(await gateway.server.api?.localAddress().port)
         let stats = try await run("/usr/bin/curl", ["-sS", "-H", "Authorization: Bearer \(Self.apiKey)", "http://127.0.0.1:\(api)/v1/stats"])
