@@ -2,6 +2,7 @@ import AsyncToolkit
 import Foundation
 import IMGateway
 import Synchronization
+import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -266,4 +267,13 @@ package final class TestEpmd: Sendable {
         self.port = port
         self.process = process
     }
+}
+
+package extension Trait where Self == TimeLimitTrait {
+    /// The time limit of a test that starts ejabberd nodes. Nodes start one at a time in the
+    /// test process (``TestEjabberd/start(_:epmd:cookie:)``) and every test of the suite begins
+    /// at once, so a test's time counts its turn in that queue: a few dozen node starts on a
+    /// busy machine, before the test does anything of its own. The limit is there to stop a
+    /// test that hangs (make test's watchdog stops a whole run that does).
+    package static var startsEjabberdNodes: Self { .timeLimit(.minutes(5)) }
 }

@@ -6,7 +6,7 @@ import IMTestSupport
 
 /// Two ejabberd nodes joined in one cluster (Mnesia), one imgw on each: what a cluster of
 /// gateways on a clustered MQTT 5 broker does, and where ejabberd 23.01 falls short.
-@Suite("ejabberd cluster: two nodes, one imgw on each", .stopsWhatItStarts, .serialized, .timeLimit(.minutes(3)))
+@Suite("ejabberd cluster: two nodes, one imgw on each", .stopsWhatItStarts, .serialized, .startsEjabberdNodes)
 struct EjabberdClusterTests {
     /// The next DELIVERY, skipping (and ACKing) nothing else: receipts and presence are skipped.
     private static func nextDelivery(_ device: TestDevice, _ what: String) async throws -> (IMFrame, ChatDelivery) {

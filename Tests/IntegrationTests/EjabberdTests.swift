@@ -6,7 +6,7 @@ import IMTestSupport
 
 /// imgw on ejabberd 23.01 (mod_mqtt), the second MQTT 5 broker: one node started by the test
 /// (``TestEjabberd``), a real imgw process with the node's account.
-@Suite("ejabberd: imgw on one ejabberd node", .stopsWhatItStarts, .serialized, .timeLimit(.minutes(3)))
+@Suite("ejabberd: imgw on one ejabberd node", .stopsWhatItStarts, .serialized, .startsEjabberdNodes)
 struct EjabberdTests {
     @Test("chat both ways, and messages sent while bob is offline arrive in order when he logs in: without the archive from ejabberd's queue, the first marked RESEND (an ejabberd defect); with it from the archive, once each", arguments: [false, true])
     func chatAndOfflineOrder(archive: Bool) async throws {

@@ -12,7 +12,7 @@ import IMTestSupport
 /// says why in its name. Tests of the gateway's own TLV handling (malformed frames, login and
 /// idle time-outs, TLS, metrics, an overlong filter refused before the broker) run on mosquitto:
 /// the broker plays no part in them.
-@Suite("Gateway: chat and presence through a real broker", .stopsWhatItStarts, .timeLimit(.minutes(3)))
+@Suite("Gateway: chat and presence through a real broker", .stopsWhatItStarts, .startsEjabberdNodes)
 struct GatewayTests {
     @Test("alice and bob chat; the message is readable on MQTT", arguments: BrokerKind.allCases)
     func chat(on broker: BrokerKind) async throws {

@@ -7,7 +7,7 @@ import IMTestSupport
 
 /// Groups (PROTOCOL.md 6.11), carbons (6.12) and typing (6.13) on real imgw processes and a
 /// real broker, the membership set through the server API.
-@Suite("Groups, carbons and typing", .serialized, .stopsWhatItStarts, .timeLimit(.minutes(2)))
+@Suite("Groups, carbons and typing", .serialized, .stopsWhatItStarts, .startsEjabberdNodes)
 struct GroupTests {
     let minter = TokenMinter(secret: IMGWProcess.secret)
 

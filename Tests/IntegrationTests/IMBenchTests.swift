@@ -4,7 +4,7 @@ import IMTestSupport
 
 /// imbench's MQTT paths against a real broker: they measure what they claim to (every message
 /// delivered once, CPU per message reported); no figure is asserted.
-@Suite("imbench against a real broker", .stopsWhatItStarts, .serialized, .timeLimit(.minutes(2)))
+@Suite("imbench against a real broker", .stopsWhatItStarts, .serialized, .startsEjabberdNodes)
 struct IMBenchTests {
     static var executable: String {
         URL(fileURLWithPath: IMGWProcess.executable).deletingLastPathComponent().appendingPathComponent("imbench").path

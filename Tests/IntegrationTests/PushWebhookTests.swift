@@ -6,7 +6,7 @@ import IMTestSupport
 
 /// The offline-push webhook of real imgw processes on a real broker, POSTing to a real HTTP
 /// receiver in the test process.
-@Suite("Offline push webhook", .serialized, .stopsWhatItStarts, .timeLimit(.minutes(2)))
+@Suite("Offline push webhook", .serialized, .stopsWhatItStarts, .startsEjabberdNodes)
 struct PushWebhookTests {
     static let ready = "offline push ready"
 

@@ -6,7 +6,7 @@ import IMTestSupport
 
 /// The server API (docs/openapi.yaml) of real imgw processes on a real broker, called over
 /// HTTP by curl.
-@Suite("Server API", .serialized, .stopsWhatItStarts, .timeLimit(.minutes(2)))
+@Suite("Server API", .serialized, .stopsWhatItStarts, .startsEjabberdNodes)
 struct ServerAPITests {
     /// An answer: the status and the JSON body (nil if it is not a JSON object).
     struct Answer {

@@ -13,7 +13,7 @@ import IMTestSupport
 /// login, and leave no connection counted. Real brokers (mosquitto and ejabberd), real imgw processes; the
 /// gateway's MQTT keepalive is 60 s, so a presence that only the broker's keepalive would
 /// fix arrives far too late to pass.
-@Suite("Ending a session with deliveries unACKed", .stopsWhatItStarts, .timeLimit(.minutes(3)))
+@Suite("Ending a session with deliveries unACKed", .stopsWhatItStarts, .startsEjabberdNodes)
 struct SessionEndingTests {
     /// What the device received and did not ACK.
     enum Held: String, CaseIterable, Sendable, CustomTestStringConvertible {
