@@ -93,9 +93,20 @@ final class FaultyStore: ArchiveStore {
 struct MessageArchiveTests {
     static let logger = Logger(label: "archive-test")
 
+    /// Settings without retention, and time limits for reads and writes that only a hung
+    /// store reaches: the default 5 s can pass on a machine busy with the rest of the suite, and
+    /// the tests that are about those limits set their own.
+    static func patient(
+        positionDelay: Duration = .seconds(1), retentionInterval: Duration = .seconds(60), maxPerConversation: Int? = nil
+    ) -> MessageArchive.Settings {
+        .init(
+            positionDelay: positionDelay, writeTimeout: .seconds(60), readTimeout: .seconds(60), retention: nil,
+            retentionInterval: retentionInterval, maxPerConversation: maxPerConversation)
+    }
+
     /// Runs `body` with an archive over a faulty SQLite store, then stops the archive.
     static func withArchive(
-        _ settings: MessageArchive.Settings = .init(retention: nil), _ body: (MessageArchive, FaultyStore) async throws -> Void
+        _ settings: MessageArchive.Settings = MessageArchiveTests.patient(), _ body: (MessageArchive, FaultyStore) async throws -> Void
     ) async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
@@ -142,7 +153,7 @@ struct MessageArchiveTests {
 
     @Test("the cap per conversation: a sweep trims the conversations a message was stored in since the last sweep, and only those")
     func capPerConversation() async throws {
-        try await Self.withArchive(.init(retention: nil, retentionInterval: .seconds(3_600), maxPerConversation: 3)) { archive, store in
+        try await Self.withArchive(Self.patient(retentionInterval: .seconds(3_600), maxPerConversation: 3)) { archive, store in
             for index in 1...5 { _ = try await archive.append(ArchiveHistoryScenario.direct("alice", "c-\(index)", to: "bob", at: 1_000 + UInt64(index))) }
             _ = try await archive.append(ArchiveHistoryScenario.direct("carol", "k-1", to: "bob", at: 1_010))
             #expect(await archive.trimConversations() == 4, "the 2 oldest of bob's copies and of alice's")
@@ -171,13 +182,18 @@ struct MessageArchiveTests {
             }
             #expect(error.code == .unavailable && error.retryAfter == 1_000 && "\(error)".contains("injected"))
             #expect(!archive.isAvailable)
-            // Refused at once, without touching the store, with the time left.
+            let refusedAt = ContinuousClock.now
+            // Refused at once, without touching the store, with the time left. (Unless this
+            // test was held up past that time, as a machine busy with the rest of the suite can:
+            // then the store is tried again, fails again, and the next try is 2 s away.)
             let before = store.commits.withLock { $0.count }
+            var late = false
             await #expect { _ = try await archive.append(chat("alice", "m-2", to: ["bob"])) } throws: { error in
+                late = ContinuousClock.now - refusedAt >= .milliseconds(900)
                 guard let error = error as? ArchiveError, let retry = error.retryAfter else { return false }
-                return error.code == .unavailable && retry > 0 && retry <= 1_000
+                return error.code == .unavailable && retry > 0 && retry <= (late ? 2_000 : 1_000)
             }
-            #expect(store.commits.withLock { $0.count } == before)
+            if !late { #expect(store.commits.withLock { $0.count } == before) }
             store.fault.withLock { $0 = .none }
             // Past the retry time, the next message is tried, and stored.
             var outcome: AppendOutcome?
@@ -187,7 +203,7 @@ struct MessageArchiveTests {
             }
             #expect(outcome == .stored([1, 1]), "nothing of the refused messages was stored")
             #expect(archive.isAvailable)
-            #expect(archive.statistics.failedCommits.load(ordering: .relaxed) == 1)
+            #expect(archive.statistics.failedCommits.load(ordering: .relaxed) == (late ? 2 : 1))
         }
     }
 
@@ -250,7 +266,7 @@ struct MessageArchiveTests {
             defer { scratch.remove() }
             let sqlite = try SQLiteArchiveStore.open(path: scratch.path)
             let store: any ArchiveStore = blocking ? sqlite : FaultyStore(sqlite)
-            let archive = MessageArchive(store: store, settings: .init(positionDelay: positionDelay, retention: nil), logger: Self.logger)
+            let archive = MessageArchive(store: store, settings: Self.patient(positionDelay: positionDelay), logger: Self.logger)
             let writer = Task { await archive.run() }
             defer { writer.cancel() }
             try await body(archive)
@@ -294,6 +310,8 @@ struct MessageArchiveTests {
 
     @Test("a read that answers at once is never taken for one that timed out (the timer, cancelled, does not answer)")
     func readsAnswer() async throws {
+        // (The limit is `patient()`'s: whatever it is, the cancelled timer of a read that
+        // answered must not answer too.)
         try await Self.withArchive { archive, _ in
             for _ in 0..<300 {
                 let position = try await archive.position(user: "bob", device: "phone")
@@ -313,7 +331,7 @@ struct MessageArchiveTests {
     func stop() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let archive = MessageArchive(store: try SQLiteArchiveStore.open(path: scratch.path), settings: .init(retention: nil), logger: Self.logger)
+        let archive = MessageArchive(store: try SQLiteArchiveStore.open(path: scratch.path), settings: Self.patient(), logger: Self.logger)
         let writer = Task { await archive.run() }
         let outcome = Mutex<Result<AppendOutcome, ArchiveError>?>(nil)
         archive.append(chat("alice", "m-1", to: ["bob"])) { result in outcome.withLock { $0 = result } }

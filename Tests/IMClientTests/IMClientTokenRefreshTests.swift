@@ -14,6 +14,9 @@ struct IMClientTokenRefreshTests {
         let network = ScriptedNetwork()
         network.configuration.tokenProvider = tokens.provider
         network.configuration.tokenRefresh = .init(retryBackoff: ReconnectBackoff(base: .milliseconds(20), cap: .milliseconds(100)))
+        // No heartbeat among the frames these tests read, even when a busy machine holds a
+        // test up for seconds.
+        network.configuration.heartbeat = .init(minInterval: .seconds(120), maxInterval: .seconds(240))
         return network
     }
 

@@ -7,7 +7,7 @@ import IMTestSupport
 
 /// IMClient's reliability against real imgw processes and a real mosquitto: gateway restarts
 /// under a stream of messages, and a connection that silently stops forwarding.
-@Suite("IMClient reliability: restarts and dead connections", .stopsWhatItStarts, .timeLimit(.minutes(3)))
+@Suite("IMClient reliability: restarts and dead connections", .stopsWhatItStarts, .startsEjabberdNodes)
 struct ClientReliabilityTests {
     @Test("imgw restarted twice (SIGTERM, then kill -9) under a stream of messages: every one arrives once, none surfaced twice", arguments: BrokerKind.allCases)
     func gatewayRestartedUnderStream(on kind: BrokerKind) async throws {
@@ -101,7 +101,7 @@ struct ClientReliabilityTests {
         // must be what found the silence: the default policy would take 45 s and TCP would never
         // say anything, while a machine busy with the rest of the suite delays the timers, so
         // the slack is generous.
-        #expect(detected <= bound + .seconds(5), "declared dead after \(detected); the bound is \(bound)")
+        #expect(detected <= bound + .seconds(15), "declared dead after \(detected); the bound is \(bound)")
 
         // New connections pass: alice is back, and what she sent meanwhile arrives once.
         while true {
