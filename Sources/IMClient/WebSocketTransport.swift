@@ -1,3 +1,4 @@
+import IMWire
 import NIOCore
 import NIOHTTP1
 import NIOWebSocket
@@ -8,7 +9,7 @@ import NIOWebSocket
 /// is set; it is public for other NIO clients of the gateway (benchmarks, tests).
 public enum WebSocketTransport {
     /// The subprotocol the gateway requires.
-    public static let subprotocol = "imgw.tlv.v1"
+    public static let subprotocol = IMWire.webSocketSubprotocol
 
     /// The upgrade was refused: the gateway answered the HTTP request with another status
     /// than 101 (a wrong path, origin or subprotocol, or no WebSocket listener there).

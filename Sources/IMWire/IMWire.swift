@@ -9,6 +9,10 @@ public enum IMWire {
     /// The size of the frame header in bytes.
     public static let headerLength = 28
 
+    /// The WebSocket subprotocol (`Sec-WebSocket-Protocol`) of the same frames in binary
+    /// WebSocket messages (docs/PROTOCOL.md 1.1).
+    public static let webSocketSubprotocol = "imgw.tlv.v1"
+
     /// The protocol major version this module speaks. Frames with another major version are refused.
     public static let versionMajor: UInt8 = 1
 

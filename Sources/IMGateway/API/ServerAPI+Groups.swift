@@ -162,7 +162,6 @@ extension ServerAPI {
                     return .serviceUnavailable(.init(body: .json(unavailable("message \(body.id) to \(group)", error))))
                 }
                 context.dedup.record(user: from, id: body.id, fingerprint: fingerprint, serverTime: serverTime)
-                context.statistics.messagesIn.add(1, ordering: .relaxed)
                 context.statistics.apiMessagesIn.add(1, ordering: .relaxed)
                 context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: others)
                 copies = others.count

@@ -71,7 +71,6 @@ struct ServerAPI: APIProtocol {
                     return .serviceUnavailable(.init(body: .json(Self.error("broker_unavailable", "the broker did not take the message: \(error)"))))
                 }
                 context.dedup.record(user: from, id: body.id, fingerprint: fingerprint, serverTime: serverTime)
-                context.statistics.messagesIn.add(1, ordering: .relaxed)
                 context.statistics.apiMessagesIn.add(1, ordering: .relaxed)
                 context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: [to])
             }
@@ -223,7 +222,6 @@ struct ServerAPI: APIProtocol {
             return .failure(.unavailable("broker_unavailable", "the broker did not take the message (it is stored: repeat the request): \(error)"))
         }
         if case .stored = outcome {
-            context.statistics.messagesIn.add(1, ordering: .relaxed)
             context.statistics.apiMessagesIn.add(1, ordering: .relaxed)
             context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: recipients)
         }
@@ -264,8 +262,8 @@ struct ServerAPI: APIProtocol {
             connections: counts { $0.connections.load(ordering: .relaxed) },
             loggedIn: counts { $0.loggedIn.load(ordering: .relaxed) },
             loginsTotal: counts { $0.logins.load(ordering: .relaxed) },
-            chatsInTotal: Int64(statistics.messagesIn.load(ordering: .relaxed)),
-            messagesOutTotal: Int64(statistics.messagesOut.load(ordering: .relaxed)),
+            chatsInTotal: Int64(statistics.messagesIn),
+            messagesOutTotal: Int64(statistics.messagesOut),
             chatP99Ms: statistics.chatLatencyP99(),
             broker: .init(connected: await broker.isConnected, url: "\(context.broker)"),
             archive: archive)

@@ -1,10 +1,11 @@
+import IMWire
 extension GatewayConfiguration {
     /// `listen.websocket`: TLV clients over WebSocket, for browsers (docs/PROTOCOL.md 1.1): the
     /// same frames as over TCP, in binary messages, with the subprotocol
     /// ``WebSocketSettings/subprotocol``. Off by default.
     public struct WebSocketSettings: Codable, Sendable, Hashable {
         /// The subprotocol a client must offer (`Sec-WebSocket-Protocol`).
-        public static let subprotocol = "imgw.tlv.v1"
+        public static let subprotocol = IMWire.webSocketSubprotocol
 
         /// `enabled`: whether to serve it. Default false.
         public var enabled: Bool

@@ -36,14 +36,12 @@ struct ConnectionLifetime {
     /// LOGIN_OK was sent.
     func loggedIn() {
         self.admission?.loggedIn()
-        self.statistics.loggedIn.add(1, ordering: .relaxed)
         self.counters.loggedIn.add(1, ordering: .relaxed)
         self.counters.logins.add(1, ordering: .relaxed)
     }
 
     /// The session of a connection that logged in is ending.
     func loggedOut() {
-        self.statistics.loggedIn.subtract(1, ordering: .relaxed)
         self.counters.loggedIn.subtract(1, ordering: .relaxed)
     }
 

@@ -158,7 +158,6 @@ extension DeviceConnection {
                         origin: entry.origin == nil && !delivery.deleted ? PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID) : nil,
                         offset: entry.offset),
                     class: .chat)
-                gateway.statistics.messagesOut.add(1, ordering: .relaxed)
                 lifetime.counters.messagesOut.add(1, ordering: .relaxed)
                 gateway.statistics.caughtUp.add(1, ordering: .relaxed)
             }

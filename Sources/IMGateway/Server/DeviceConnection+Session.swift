@@ -13,12 +13,10 @@ extension DeviceConnection {
         case .ack(let ack):
             if let offset = machine.acknowledged(ack.sequence, now: now) { archiveDone(offset) }
         case .chat(let chat) where chat.isGroup:
-            gateway.statistics.messagesIn.add(1, ordering: .relaxed)
             lifetime.counters.messagesIn.add(1, ordering: .relaxed)
             guard admitChat(chat, header) else { return }
             submit(.groupChat(chat, carbon: machine.downlink.makesCarbons), header)
         case .chat(let chat):
-            gateway.statistics.messagesIn.add(1, ordering: .relaxed)
             lifetime.counters.messagesIn.add(1, ordering: .relaxed)
             startChat(chat, header)
         case .readReceipt(let receipt):
@@ -410,7 +408,6 @@ extension DeviceConnection {
                               origin: delivery.carbon || delivery.deleted ? nil : PendingDeliveries.Origin(from: delivery.from, messageID: delivery.messageID),
                               offset: offset),
                 class: .chat)
-            gateway.statistics.messagesOut.add(1, ordering: .relaxed)
             lifetime.counters.messagesOut.add(1, ordering: .relaxed)
             // Messages held above a gap this one closed follow it.
             if offset != nil { releaseHeld() }
@@ -431,7 +428,6 @@ extension DeviceConnection {
             } else {
                 machine.downlink.queue.enqueue(Downlink.Entry(message: .publish(publish), deliveryID: message.deliveryID), class: .other)
             }
-            gateway.statistics.messagesOut.add(1, ordering: .relaxed)
             lifetime.counters.messagesOut.add(1, ordering: .relaxed)
         case .signal:
             signal(message, session)

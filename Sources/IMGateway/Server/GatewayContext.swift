@@ -128,11 +128,8 @@ final class GatewayStatistics: Sendable {
     /// Open TLV connections, counted until their MQTT session has ended too (shutdown
     /// waits for the last one).
     let connections = ConnectionTracker()
-    let loggedIn = Atomic<Int>(0)
-    let messagesIn = Atomic<Int>(0)
     /// Chat messages refused RATE_LIMITED (``GatewayConfiguration/LimitSettings/chatRate``).
     let chatRateLimited = Atomic<Int>(0)
-    let messagesOut = Atomic<Int>(0)
     /// Chat deliveries replayed from the archive (catching devices up).
     let caughtUp = Atomic<Int>(0)
     /// Messages dropped because no gateway wrote them (``GatewayContext/isFromAGateway(_:)``).
@@ -142,14 +139,28 @@ final class GatewayStatistics: Sendable {
     let brokerQuotaDisconnects = Atomic<Int>(0)
     /// The offline-push webhook's counters.
     let push = PushStatistics()
-    /// Chat messages accepted from the server API (in ``messagesIn`` too).
+    /// Chat messages accepted from the server API.
     let apiMessagesIn = Atomic<Int>(0)
-    /// The counts of each transport's devices.
-    private let transports = DeviceTransport.allCases.map { _ in TransportCounters() }
+    private let tcp = TransportCounters()
+    private let websocket = TransportCounters()
 
     /// The counts of `transport`'s devices.
     func transport(_ transport: DeviceTransport) -> TransportCounters {
-        transports[DeviceTransport.allCases.firstIndex(of: transport)!]
+        switch transport {
+        case .tcp: tcp
+        case .websocket: websocket
+        }
+    }
+
+    /// Logged-in devices, every transport.
+    var loggedIn: Int { sum { $0.loggedIn.load(ordering: .relaxed) } }
+    /// Chat messages accepted from devices and the server API.
+    var messagesIn: Int { sum { $0.messagesIn.load(ordering: .relaxed) } + apiMessagesIn.load(ordering: .relaxed) }
+    /// Messages written to devices.
+    var messagesOut: Int { sum { $0.messagesOut.load(ordering: .relaxed) } }
+
+    private func sum(_ count: (TransportCounters) -> Int) -> Int {
+        count(tcp) + count(websocket)
     }
 
     /// The chat path's latencies of the last ten seconds: from a chat taken from a device to

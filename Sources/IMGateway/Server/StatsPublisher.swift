@@ -15,7 +15,6 @@ import ServiceLifecycle
 /// the next connect, which this loop, waiting for it, would never make.
 struct StatsPublisher: Sendable {
     let context: GatewayContext
-    let started = Date.now
     /// This process's id in the payload: a live snapshot on the topic with another one means
     /// a second gateway uses this `gateway_id` (``otherInstance(in:besides:)``).
     let instance = String(UInt64.random(in: 0...UInt64.max), radix: 36)
@@ -24,11 +23,11 @@ struct StatsPublisher: Sendable {
         StatsPayload(
             gateway: context.gatewayID, ts: unixMilliseconds(),
             connections: context.statistics.connections.live,
-            loggedIn: context.statistics.loggedIn.load(ordering: .relaxed),
+            loggedIn: context.statistics.loggedIn,
             sessions: await context.registry.count,
-            messagesIn: context.statistics.messagesIn.load(ordering: .relaxed),
-            messagesOut: context.statistics.messagesOut.load(ordering: .relaxed),
-            uptimeSeconds: Int(Date.now.timeIntervalSince(started)), instance: instance)
+            messagesIn: context.statistics.messagesIn,
+            messagesOut: context.statistics.messagesOut,
+            uptimeSeconds: Int((ContinuousClock.now - context.statistics.started).components.seconds), instance: instance)
     }
 
     /// The instance of another gateway process that published `message` live on this

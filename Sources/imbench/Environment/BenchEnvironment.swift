@@ -92,17 +92,13 @@ struct BenchEnvironment: Sendable {
                 in: directory, webSocket: options.transport == .websocket, extraLines: gatewayLines + [options.archiveLine(in: directory)],
                 echo: options.verbose)
             Log.info("imgw up on \(gateway.endpoint) (pid \(gateway.process.pid))")
-            var environment = BenchEnvironment(
-                broker: broker, gateway: gateway.endpoint, secret: secret, brokerProcess: brokerProcess,
-                gatewayProcess: gateway, directory: directory, givenBrokerPID: options.brokerPID)
-            if let port = gateway.webSocketPort {
-                Log.info("devices connect over WebSocket: ws://127.0.0.1:\(port)\(BenchGateway.webSocketPath)")
-                environment = BenchEnvironment(
-                    broker: broker, gateway: HostPort(host: "127.0.0.1", port: port), webSocketPath: BenchGateway.webSocketPath,
-                    secret: secret, brokerProcess: brokerProcess, gatewayProcess: gateway, directory: directory,
-                    givenBrokerPID: options.brokerPID)
-            }
-            return environment
+            // With --transport websocket, devices reach the gateway on its WebSocket listener.
+            let webSocket = gateway.webSocketPort.map { HostPort(host: "127.0.0.1", port: $0) }
+            if let webSocket { Log.info("devices connect over WebSocket: ws://\(webSocket)\(BenchGateway.webSocketPath)") }
+            return BenchEnvironment(
+                broker: broker, gateway: webSocket ?? gateway.endpoint, webSocketPath: webSocket.map { _ in BenchGateway.webSocketPath },
+                secret: secret, brokerProcess: brokerProcess, gatewayProcess: gateway, directory: directory,
+                givenBrokerPID: options.brokerPID)
         } catch {
             await brokerProcess?.stop()
             throw error
