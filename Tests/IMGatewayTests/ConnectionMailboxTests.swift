@@ -18,7 +18,9 @@ struct ConnectionMailboxTests {
     }
 
     static func published(_ messageID: String, sequence: UInt32, session: UInt16 = 1) -> ConnectionMailbox.Mail {
-        .published(ConnectionMailbox.ChatTicket(messageID: messageID, fingerprint: ChatFingerprint(rawValue: 0), sequence: sequence, sessionID: session, serverTime: 0), .success(()))
+        .chatAnswered(
+            ConnectionMailbox.ChatTicket(messageID: messageID, sequence: sequence, sessionID: session),
+            .accepted(.init(serverTime: 0, done: [], isRepeat: false, copies: 1)))
     }
 
     /// The session the losses come from.
@@ -29,12 +31,12 @@ struct ConnectionMailboxTests {
         switch mail {
         case .message(let message, .inbox(let user)?): "message \(message.payloadString) for \(user)"
         case .message(let message, let kind): "message \(message.payloadString) (\(String(describing: kind)))"
-        case .published(let ticket, .success): "published \(ticket.messageID)#\(ticket.sequence)"
-        case .published(let ticket, .failure(let error)): "refused \(ticket.messageID)#\(ticket.sequence): \(error)"
+        case .chatAnswered(let ticket, .accepted): "published \(ticket.messageID)#\(ticket.sequence)"
+        case .chatAnswered(let ticket, let verdict): "refused \(ticket.messageID)#\(ticket.sequence): \(verdict)"
         case .lost(let reason, _): "lost: \(reason)"
         case .presenceWatchChanged(let users, let watching): "presence watch changed: \(users) \(watching)"
-        case .stored(let storing, let outcome): "stored \(storing.ticket.messageID): \(outcome)"
         case .ownStored(let offset): "own copy at \(offset)"
+        case .groupResolved(let group, _): "members of \(group)"
         case .replied(let ack, let sessionID): "replied to #\(ack.sequence) in session \(sessionID)"
         case .answered(let message, let sessionID): "answered with \(message.body.map { type(of: $0).operation.description } ?? "?") in session \(sessionID)"
         case .sessionFailed(let why): "session failed: \(why)"
@@ -61,16 +63,15 @@ struct ConnectionMailboxTests {
         #expect(mailbox.take().isEmpty, "taking from an empty box gives nothing")
         mailbox.post(Self.message("a"))
         mailbox.post(Self.published("c1", sequence: 1))
-        mailbox.post(.published(
-            ConnectionMailbox.ChatTicket(messageID: "c2", fingerprint: ChatFingerprint(rawValue: 0), sequence: 2, sessionID: 1, serverTime: 0),
-            .failure(.publishRejected(.notAuthorized))))
+        mailbox.post(.chatAnswered(
+            ConnectionMailbox.ChatTicket(messageID: "c2", sequence: 2, sessionID: 1), .notPublished("not authorised")))
         mailbox.post(Self.message("b"))
         mailbox.post(.lost(.broker(.sessionTakenOver), session: Self.session))
         let taken = mailbox.take().map(Self.label)
         #expect(taken == [
             "message a for bob",
             "published c1#1",
-            "refused c2#2: \(MosquittoError.publishRejected(.notAuthorized))",
+            "refused c2#2: \(ChatAcceptance.Verdict.notPublished("not authorised"))",
             "message b for bob",
             "lost: \(LossReason.broker(.sessionTakenOver))",
         ])
@@ -167,7 +168,7 @@ struct ConnectionMailboxTests {
         #expect(mailbox.take().isEmpty, "nothing was left in the box without a wake")
         var sequences = [[UInt32]](repeating: [], count: posters)
         for mail in result.taken {
-            guard case .published(let ticket, _) = mail else {
+            guard case .chatAnswered(let ticket, _) = mail else {
                 Issue.record("unexpected mail \(Self.label(mail))")
                 continue
             }

@@ -19,10 +19,12 @@ struct ConnectionStateMachineDataPathTests {
         return machine
     }
 
-    static func chat(_ id: String) -> ChatStart {
-        ChatStart(
-            publish: OutgoingPublish(topic: "im/u/bob/inbox", payload: Array(id.utf8), qos: .atLeastOnce),
-            ticket: .init(messageID: id, fingerprint: ChatFingerprint(rawValue: 0), sequence: 1, sessionID: 1, serverTime: 0))
+    static func chat(_ id: String) -> PendingChat {
+        PendingChat(
+            chat: ChatAcceptance.Chat(
+                send: ChatSend(to: "bob", messageID: id, content: .text(id)), from: "alice", device: "phone", recipients: ["bob"],
+                ownCopy: false, carbon: false, serverTime: 0, window: 8),
+            ticket: .init(messageID: id, sequence: 1, sessionID: 1))
     }
 
     static func origin(_ from: String, _ id: String) -> PendingDeliveries.Origin { .init(from: from, messageID: id) }
@@ -185,11 +187,11 @@ struct ConnectionStateMachineDataPathTests {
         #expect(machine.acknowledged(2, now: Self.at(4)) == nil, "not awaited: nothing settles")
         #expect(machine.acknowledged(1, now: Self.at(4)) == 12)
         #expect(machine.deliveries.count == 0)
-        #expect(machine.nextDeadline == Self.at(4) + Uplink<ChatStart>.receiptWindow, "the receipt's window is a deadline of the machine")
+        #expect(machine.nextDeadline == Self.at(4) + Uplink<PendingChat>.receiptWindow, "the receipt's window is a deadline of the machine")
         let work = machine.takeUplink(now: Self.at(4))
         #expect(work?.acknowledgements == [77])
         #expect(work?.receipts == [])
-        #expect(machine.takeUplink(now: Self.at(4) + Uplink<ChatStart>.receiptWindow)?.receipts == [Self.origin("alice", "m1")])
+        #expect(machine.takeUplink(now: Self.at(4) + Uplink<PendingChat>.receiptWindow)?.receipts == [Self.origin("alice", "m1")])
     }
 
     @Test("no frame is taken for the device and nothing goes to the broker once the connection is closing, but the last uplink flushes")

@@ -21,6 +21,8 @@ struct DeviceConnectionTests {
         let sessions: AsyncStream<FakeDeviceSession>
         let minter = TokenMinter(secret: DeviceConnectionTests.secret)
         let context: GatewayContext
+        /// The gateway's own session, for chats the device's session could not publish.
+        let relay: FakeRelay
         let sequence = Counter()
         /// How many sessions the connection made (one per CONNECT it tried).
         let sessionsMade: Counter
@@ -60,15 +62,16 @@ struct DeviceConnectionTests {
             }
             let loop = NIOAsyncTestingEventLoop()
             let channel = NIOAsyncTestingChannel(loop: loop)
-            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, peer: "test", now: loop.now))
+            let relay = FakeRelay()
+            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, acceptance: ChatAcceptance(context: context, relay: relay), peer: "test", now: loop.now))
             try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
-            return Harness(loop: loop, channel: channel, sessions: sessions, context: context, sessionsMade: made)
+            return Harness(loop: loop, channel: channel, sessions: sessions, context: context, relay: relay, sessionsMade: made)
         }
 
         /// Another connection to the same gateway, on the same event loop.
         func anotherChannel() async throws -> NIOAsyncTestingChannel {
             let channel = NIOAsyncTestingChannel(loop: loop)
-            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, peer: "test-2", now: loop.now))
+            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, acceptance: ChatAcceptance(context: context, relay: relay), peer: "test-2", now: loop.now))
             try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2))
             return channel
         }
@@ -160,7 +163,7 @@ struct DeviceConnectionTests {
     @Test("the handler keeps I/O plumbing only: at most 8 stored properties (the data path is the machine's)")
     func handlerIsPlumbing() async throws {
         let harness = try await Harness.start()
-        let connection = DeviceConnection(gateway: harness.context, peer: "count", now: harness.loop.now)
+        let connection = DeviceConnection(gateway: harness.context, acceptance: ChatAcceptance(context: harness.context, relay: harness.relay), peer: "count", now: harness.loop.now)
         let stored = Mirror(reflecting: connection).children.compactMap(\.label)
         #expect(stored.count <= 8, "\(stored)")
         #expect(stored.contains("machine"))
@@ -199,7 +202,7 @@ struct DeviceConnectionTests {
         let harness = try await Harness.start()
         let (_, session) = try await harness.login()
         let sequence = try await harness.send(.chat(ChatSend(to: "bob", messageID: "m-1", content: .text("hi"))))
-        let sent = await session.next { if case .send(_, _, let chats) = $0, !chats.isEmpty { chats } else { nil } }
+        let sent = await session.next { if case .chats(let chats) = $0 { chats } else { nil } }
         #expect(sent?.map(\.topic) == ["im/u/bob/inbox"])
         let (ackFrame, ack) = try await harness.next()
         #expect(ack == .ack(Ack(sequence: sequence, messageID: "m-1", serverTime: ackFrame.ackServerTime)))
@@ -235,7 +238,7 @@ struct DeviceConnectionTests {
         try await harness.channel.close()
         var published: [String] = []
         for await call in session.calls {
-            if case .send(_, _, let chats) = call { published += chats.map { String(decoding: $0.payload, as: UTF8.self) } }
+            if case .chats(let chats) = call { published += chats.map { String(decoding: $0.payload, as: UTF8.self) } }
             if case .end = call { break }
         }
         #expect(published.count == 2, "only the first two reached the broker")
@@ -252,10 +255,10 @@ struct DeviceConnectionTests {
         #expect(delivery.messageID == "d-1" && delivery.from == "bob")
         #expect(frame.header.sessionID == 3)
         try await harness.channel.writeInbound(frame.ack(timestamp: 1))
-        let acknowledged = await session.next { if case .send(let ids, _, _) = $0, !ids.isEmpty { ids } else { nil } }
+        let acknowledged = await session.next { if case .send(let ids, _) = $0, !ids.isEmpty { ids } else { nil } }
         #expect(acknowledged == [77])
-        await harness.loop.advanceTime(by: Uplink<ChatStart>.receiptWindow)
-        let receipts = await session.next { if case .send(_, let receipts, _) = $0, !receipts.isEmpty { receipts } else { nil } }
+        await harness.loop.advanceTime(by: Uplink<PendingChat>.receiptWindow)
+        let receipts = await session.next { if case .send(_, let receipts) = $0, !receipts.isEmpty { receipts } else { nil } }
         #expect(receipts?.map(\.topic) == ["im/u/bob/receipts"])
         // Acknowledged in time: no deadline passes.
         await harness.loop.advanceTime(by: .seconds(60))
@@ -278,7 +281,7 @@ struct DeviceConnectionTests {
         try await harness.closed()
         var acknowledged: [UInt64] = []
         let reason = await session.next { call -> ConnectionStateMachine.CloseReason? in
-            if case .send(let ids, _, _) = call { acknowledged += ids }
+            if case .send(let ids, _) = call { acknowledged += ids }
             if case .end(let why) = call { return why }
             return nil
         }
@@ -371,7 +374,7 @@ struct DeviceConnectionTests {
         session.holdOutcomes()
         let chat = ChatSend(to: "bob", messageID: "m-1", content: .text("on its way"))
         try await harness.send(.chat(chat))
-        let published = await session.next { if case .send(_, _, let chats) = $0, !chats.isEmpty { chats.count } else { nil } }
+        let published = await session.next { if case .chats(let chats) = $0 { chats.count } else { nil } }
         #expect(published == 1)
         // The device drops before the PUBACK; then the broker has it.
         try await harness.channel.close()

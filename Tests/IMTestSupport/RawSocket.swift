@@ -1,6 +1,7 @@
 import Foundation
 import IMWire
 import NIOCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -8,8 +9,11 @@ import Glibc
 
 /// A plain blocking TCP socket for sending bytes no well-behaved encoder would produce.
 package final class RawSocket: @unchecked Sendable {
-    // @unchecked Sendable: `fd` is immutable; reads happen on one thread at a time.
+    // @unchecked Sendable: `fd` is immutable, `closed` atomic; reads happen on one thread at a
+    // time.
     private let fd: Int32
+    /// ``close()`` or ``reset()`` was called (the descriptor is closed once).
+    private let closed = Atomic<Bool>(false)
 
     /// Connects to 127.0.0.1:`port`, from `source` (another loopback address, as a second
     /// host would) if given; a read gives up after `receiveTimeout` seconds without a byte.
@@ -24,7 +28,7 @@ package final class RawSocket: @unchecked Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
             guard bound == 0 else {
-                close(fd)
+                Glibc.close(fd)
                 throw TestError("bind to \(source) failed: errno \(errno)")
             }
         }
@@ -36,14 +40,29 @@ package final class RawSocket: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard rc == 0 else {
-            close(fd)
+            Glibc.close(fd)
             throw TestError("connect to \(port) failed: errno \(errno)")
         }
         var timeout = timeval(tv_sec: receiveTimeout, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    deinit { close(fd) }
+    deinit { close() }
+
+    /// Closes the connection (a FIN after what was sent).
+    package func close() {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
+        Glibc.close(fd)
+    }
+
+    /// Resets the connection (SO_LINGER 0, then close: an RST, what was not read is dropped), as
+    /// when a phone loses its network or an app is killed.
+    package func reset() {
+        guard !closed.exchange(true, ordering: .relaxed) else { return }
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        Glibc.close(fd)
+    }
 
     /// Sends `bytes`; false once the peer has closed (or reset) the connection.
     @discardableResult

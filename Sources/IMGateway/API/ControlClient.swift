@@ -15,7 +15,7 @@ import Mosquitto
 /// reads. The broker queues a subscription's retained messages before it handles the marker
 /// publish that came after it, so once the marker is back, every retained message of the
 /// filter has arrived.
-final class ControlClient: Sendable {
+final class ControlClient: ChatRoute {
     /// Why a request to the broker failed: the API answers 503 for each.
     enum Failure: Error, CustomStringConvertible {
         case notConnected
@@ -118,6 +118,35 @@ final class ControlClient: Sendable {
         try await ready()
         try await client.publish(
             topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain, properties: message.properties)
+    }
+
+    /// Publishes `publishes` (the route of the server API's chats, and of those a device's
+    /// session could not publish): at most `window` waiting for the broker at once, each
+    /// waiting up to the lookup time-out for the client to be connected.
+    func publishChat(_ publishes: [OutgoingPublish], window: Int, completion: @escaping @Sendable ([(any Error)?]) -> Void) {
+        Task {
+            var outcomes = [(any Error)?](repeating: nil, count: publishes.count)
+            await withTaskGroup(of: (Int, (any Error)?).self) { group in
+                var next = publishes.indices.makeIterator()
+                func start() {
+                    guard let index = next.next() else { return }
+                    group.addTask {
+                        do {
+                            try await self.publish(publishes[index])
+                            return (index, nil)
+                        } catch {
+                            return (index, error)
+                        }
+                    }
+                }
+                for _ in 0..<max(1, window) { start() }
+                while let (index, error) = await group.next() {
+                    outcomes[index] = error
+                    start()
+                }
+            }
+            completion(outcomes)
+        }
     }
 
     /// Subscribes to `filter` at QoS 0 (every retained message arrives, whatever the broker's

@@ -129,44 +129,15 @@ extension ServerAPI {
             return .forbidden(.init(body: .json(Self.error("forbidden", "\(from) is not a member of \(group)"))))
         }
         let chat = ChatSend(group: group, messageID: body.id, content: .text(body.text))
-        let fingerprint = ChatFingerprint(chat)
-        var serverTime = unixMilliseconds()
-        var copies = 0
-        var isRepeat = false
-        if context.archive != nil {
-            switch await storeAndPublish(chat, from: from, to: members.keys.filter { $0 != from }.sorted()) {
-            case .success(let sent):
-                (serverTime, isRepeat, copies) = (sent.serverTime, sent.isRepeat, sent.isRepeat ? 0 : sent.copies)
-            case .failure(.reused):
-                return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))
-            case .failure(.unavailable(let code, let message)):
-                return .serviceUnavailable(.init(body: .json(Self.error(code, message))))
-            }
-        } else {
-            switch context.dedup.check(user: from, id: body.id, fingerprint: fingerprint) {
-            case .reused:
-                return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))
-            case .duplicate(let earlier):
-                serverTime = earlier ?? serverTime
-                isRepeat = true
-            case .new:
-                let others = members.keys.filter { $0 != from }.sorted()
-                let publishes = others.map {
-                    OutgoingPublish.chat(
-                        chat, from: from, serverTime: serverTime, topics: context.topics, authenticator: context.authenticator,
-                        sentByAPI: true, copy: .member($0))
-                }
-                do {
-                    try await OutgoingPublish.publishAll(publishes, window: 64) { try await broker.publish($0) }
-                } catch {
-                    return .serviceUnavailable(.init(body: .json(unavailable("message \(body.id) to \(group)", error))))
-                }
-                context.dedup.record(user: from, id: body.id, fingerprint: fingerprint, serverTime: serverTime)
-                context.statistics.apiMessagesIn.add(1, ordering: .relaxed)
-                context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: others)
-                copies = others.count
-            }
+        let sent: Sent
+        switch await send(chat, from: from, to: members.keys.filter { $0 != from }.sorted()) {
+        case .success(let outcome): sent = outcome
+        case .failure(.reused):
+            return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))
+        case .failure(.unavailable(let code, let message)):
+            return .serviceUnavailable(.init(body: .json(Self.error(code, message))))
         }
+        let (serverTime, isRepeat, copies) = (sent.serverTime, sent.isRepeat, sent.isRepeat ? 0 : sent.copies)
         log("API group message", ["group": "\(group)", "from": "\(from)", "id": "\(body.id)", "copies": "\(copies)"])
         return .accepted(.init(body: .json(.init(
             id: body.id, group: group, from: from, serverTime: Int64(serverTime), _repeat: isRepeat, members: copies))))

@@ -14,6 +14,8 @@ import OpenAPIRuntime
 struct ServerAPI: APIProtocol {
     let context: GatewayContext
     let broker: ControlClient
+    /// Where the messages it sends go.
+    let acceptance: ChatAcceptance
 
     /// The longest text of a message (docs/openapi.yaml: `maxLength`, in characters).
     static let maxTextLength = 65_536
@@ -40,45 +42,18 @@ struct ServerAPI: APIProtocol {
         case .failure(.invalid(let error)): return .badRequest(.init(body: .json(error)))
         }
         let chat = ChatSend(to: to, messageID: body.id, content: .text(body.text))
-        let fingerprint = ChatFingerprint(chat)
-        let serverTime: UInt64
-        var isRepeat = false
-        if context.archive != nil {
-            switch await storeAndPublish(chat, from: from, to: [to]) {
-            case .success(let sent):
-                (serverTime, isRepeat) = (sent.serverTime, sent.isRepeat)
-            case .failure(.reused):
-                return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))
-            case .failure(.unavailable(let code, let message)):
-                return .serviceUnavailable(.init(body: .json(Self.error(code, message))))
-            }
-        } else {
-            switch context.dedup.check(user: from, id: body.id, fingerprint: fingerprint) {
-            case .reused:
-                return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))
-            case .duplicate(let earlier):
-                serverTime = earlier ?? unixMilliseconds()
-                isRepeat = true
-            case .new:
-                serverTime = unixMilliseconds()
-                do {
-                    try await broker.publish(
-                        .chat(chat, from: from, serverTime: serverTime, topics: context.topics, authenticator: context.authenticator, sentByAPI: true))
-                } catch {
-                    context.logger.warning(
-                        "API message not sent",
-                        metadata: ["to": "\(to)", "from": "\(from)", "id": "\(body.id)", "error": "\(error)", "api_key": "\(APIKeyMiddleware.caller ?? "?")"])
-                    return .serviceUnavailable(.init(body: .json(Self.error("broker_unavailable", "the broker did not take the message: \(error)"))))
-                }
-                context.dedup.record(user: from, id: body.id, fingerprint: fingerprint, serverTime: serverTime)
-                context.statistics.apiMessagesIn.add(1, ordering: .relaxed)
-                context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: [to])
-            }
+        let sent: Sent
+        switch await send(chat, from: from, to: [to]) {
+        case .success(let outcome): sent = outcome
+        case .failure(.reused):
+            return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))
+        case .failure(.unavailable(let code, let message)):
+            return .serviceUnavailable(.init(body: .json(Self.error(code, message))))
         }
         context.logger.info(
             "API message",
-            metadata: ["to": "\(to)", "from": "\(from)", "id": "\(body.id)", "repeat": "\(isRepeat)", "api_key": "\(APIKeyMiddleware.caller ?? "?")"])
-        return .accepted(.init(body: .json(.init(id: body.id, to: to, from: from, serverTime: Int64(serverTime), _repeat: isRepeat))))
+            metadata: ["to": "\(to)", "from": "\(from)", "id": "\(body.id)", "repeat": "\(sent.isRepeat)", "api_key": "\(APIKeyMiddleware.caller ?? "?")"])
+        return .accepted(.init(body: .json(.init(id: body.id, to: to, from: from, serverTime: Int64(sent.serverTime), _repeat: sent.isRepeat))))
     }
 
     func getPresence(_ input: Operations.GetPresence.Input) async throws -> Operations.GetPresence.Output {
@@ -163,7 +138,7 @@ struct ServerAPI: APIProtocol {
         return .accepted(.init(body: .json(.init(user: user, device: request.device, reason: reason, revokedBefore: revokedBefore))))
     }
 
-    /// Why a message the API sends through the archive was not sent.
+    /// Why a message the API sends was not sent.
     enum SendFailure: Error {
         /// The sender used the id for another message (409).
         case reused
@@ -174,58 +149,34 @@ struct ServerAPI: APIProtocol {
     /// What an API message came to.
     struct Sent {
         var serverTime: UInt64
-        /// Stored before (a repeat of the request): published again, with its first offsets.
+        /// Sent before (a repeat of the request): with an archive, published again with its
+        /// first offsets; without, not published again.
         var isRepeat: Bool
         /// How many copies were published.
         var copies: Int
     }
 
-    /// Stores `chat` from `from` for `recipients` (the one-to-one recipient, or a group's
-    /// members), then publishes one copy to each with its offset: a repeat of a request that
-    /// was stored before is published again to the recipients it was stored for (their
-    /// gateways deliver it once), so that a message stored and then lost on its way to the
-    /// broker is not lost.
-    func storeAndPublish(_ chat: ChatSend, from: String, to recipients: [String]) async -> Result<Sent, SendFailure> {
-        guard let archive = context.archive else { return .failure(.unavailable("internal_error", "no archive")) }
-        var serverTime = unixMilliseconds()
-        let message = ArchiveMessage(
-            sender: from, messageID: chat.messageID, fingerprint: ChatFingerprint(chat).rawValue, serverTime: serverTime,
-            body: PayloadCodec.encode(ChatPayload.archived(send: chat, from: from, serverTime: serverTime)),
-            copies: recipients.map { ArchiveMessage.Copy(stream: $0, conversation: chat.group.map(Conversation.group) ?? .user(from)) })
-        let outcome: AppendOutcome
-        do throws(ArchiveError) {
-            outcome = try await archive.append(message)
-        } catch {
-            context.logger.warning("API message not stored", metadata: ["from": "\(from)", "id": "\(chat.messageID)", "error": "\(error)"])
-            return .failure(.unavailable("store_unavailable", "the message archive did not take the message: \(error)"))
-        }
-        let copies: [StoredCopy]
-        switch outcome {
-        case .stored(let offsets):
-            copies = zip(recipients, offsets).map { StoredCopy(stream: $0.0, offset: $0.1) }
-        case .duplicate(let stored, let first):
-            copies = stored.filter { $0.origin == nil }
-            serverTime = first
+    /// Sends `chat` from `from` to `recipients` (the one-to-one recipient, or a group's other
+    /// members) through ``ChatAcceptance``, which stores it and publishes it whatever happens to
+    /// this request.
+    func send(_ chat: ChatSend, from: String, to recipients: [String]) async -> Result<Sent, SendFailure> {
+        var logger = context.logger
+        logger[metadataKey: "api_key"] = "\(APIKeyMiddleware.caller ?? "?")"
+        let accepted = ChatAcceptance.Chat(
+            send: chat, from: from, device: nil, recipients: recipients, ownCopy: false, carbon: false,
+            serverTime: unixMilliseconds(), window: 64)
+        switch await acceptance.accept(accepted, via: nil, logger: logger) {
+        case .accepted(let outcome):
+            return .success(Sent(serverTime: outcome.serverTime, isRepeat: outcome.isRepeat, copies: outcome.copies))
         case .reused:
             return .failure(.reused)
+        case .storeUnavailable(_, let message):
+            context.logger.warning("API message not stored", metadata: ["from": "\(from)", "id": "\(chat.messageID)", "error": "\(message)"])
+            return .failure(.unavailable("store_unavailable", "the message archive did not take the message: \(message)"))
+        case .notPublished(let why):
+            let stored = context.archive != nil ? " (it is stored: repeat the request)" : ""
+            return .failure(.unavailable("broker_unavailable", "the broker did not take the message\(stored): \(why)"))
         }
-        let epoch = archive.epoch.rawValue
-        let publishes = copies.map { copy in
-            OutgoingPublish.chat(
-                chat, from: from, serverTime: serverTime, topics: context.topics, authenticator: context.authenticator, sentByAPI: true,
-                copy: chat.isGroup ? .member(copy.stream) : .recipient, stored: (copy.offset, epoch))
-        }
-        do {
-            try await OutgoingPublish.publishAll(publishes, window: 64) { try await broker.publish($0) }
-        } catch {
-            context.logger.warning("API message stored, not published", metadata: ["from": "\(from)", "id": "\(chat.messageID)", "error": "\(error)"])
-            return .failure(.unavailable("broker_unavailable", "the broker did not take the message (it is stored: repeat the request): \(error)"))
-        }
-        if case .stored = outcome {
-            context.statistics.apiMessagesIn.add(1, ordering: .relaxed)
-            context.push?.chatAccepted(chat, from: from, serverTime: serverTime, recipients: recipients)
-        }
-        return .success(Sent(serverTime: serverTime, isRepeat: { if case .duplicate = outcome { true } else { false } }(), copies: copies.count))
     }
 
     /// Why ids from a request are refused.
@@ -277,7 +228,7 @@ struct ServerAPI: APIProtocol {
 
 extension HTTPEndpoint {
     /// The server API on `api.host:api.port`, for callers with one of `api.keys`.
-    static func api(context: GatewayContext, broker: ControlClient) throws -> HTTPEndpoint {
+    static func api(context: GatewayContext, broker: ControlClient, acceptance: ChatAcceptance) throws -> HTTPEndpoint {
         let router = Router(context: GatewayRequestContext.self)
         // The operator console: pages without secrets (what they show, they read from the API
         // with the key the operator types in), so the only requests without a key.
@@ -290,7 +241,7 @@ extension HTTPEndpoint {
             router.get(RouterPath(path)) { _, _ in Response.asset(asset) }
         }
         router.add(middleware: APIErrorMiddleware())
-        try ServerAPI(context: context, broker: broker).registerHandlers(on: router)
+        try ServerAPI(context: context, broker: broker, acceptance: acceptance).registerHandlers(on: router)
         return HTTPEndpoint(name: "server API", host: context.configuration.api.host, port: context.configuration.api.port, router: router, logger: context.logger)
     }
 }

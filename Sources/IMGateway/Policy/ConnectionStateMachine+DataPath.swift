@@ -65,15 +65,13 @@ extension ConnectionStateMachine {
 
     /// What goes to the MQTT side now (``Uplink/take(now:flush:)``): only while the session
     /// is open, or `ending` (the last call, as it starts ending, flushes the receipts).
-    mutating func takeUplink(now: NIODeadline, flushReceipts: Bool = false, ending: Bool = false) -> Uplink<ChatStart>.Work? {
+    mutating func takeUplink(now: NIODeadline, flushReceipts: Bool = false, ending: Bool = false) -> Uplink<PendingChat>.Work? {
         guard ending || self.isSessionOpen else { return nil }
         return self.uplink.take(now: now, flush: flushReceipts || ending)
     }
 
-    /// Chat messages not handed to the broker yet (waiting, or on their way into the archive).
-    var waitingChats: Int {
-        self.uplink.waitingChats + (self.archive.map { $0.toStore.count + $0.storing } ?? 0)
-    }
+    /// Chat messages not handed to ``ChatAcceptance`` yet.
+    var waitingChats: Int { self.uplink.waitingChats }
 
     /// Whether a held read happens now that the chat messages waiting changed.
     mutating func chatsChanged() -> Bool {
@@ -104,4 +102,11 @@ extension ConnectionStateMachine {
         guard self.archive != nil, self.archive?.deadline == nil else { return }
         self.archive?.deadline = now + delay
     }
+}
+
+/// A one-to-one chat the device sent, checked and waiting for its turn (at most
+/// `broker.max_inflight` are handed to ``ChatAcceptance`` and not answered).
+struct PendingChat: Sendable {
+    var chat: ChatAcceptance.Chat
+    var ticket: ConnectionMailbox.ChatTicket
 }

@@ -162,7 +162,7 @@ public struct ConnectionStateMachine: Sendable {
     /// The last sequence number of a frame the gateway sent (PROTOCOL.md 5).
     var lastSequence: UInt32 = 0
     /// What goes to the MQTT side next.
-    var uplink: Uplink<ChatStart>
+    var uplink: Uplink<PendingChat>
     /// The device's rate limits.
     var rates: DeviceRateLimits
     /// What goes to the device next.

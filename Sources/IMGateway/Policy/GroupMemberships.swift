@@ -60,6 +60,16 @@ struct GroupMemberships: Sendable {
         return entry.complete ? .known(entry.members) : .wait
     }
 
+    /// The members of `group` if it is followed and known (a use, for the least recently used
+    /// order); `nil` otherwise (nothing is looked up).
+    mutating func known(_ group: String) -> [String: UInt64]? {
+        guard var entry = groups[group], entry.complete else { return nil }
+        clock += 1
+        entry.lastUse = clock
+        groups[group] = entry
+        return entry.members
+    }
+
     /// The members of `group` if it is followed and complete; `.some(nil)` while it is being
     /// looked up; `nil` when it is not followed. Changes nothing.
     func members(of group: String) -> [String: UInt64]?? {

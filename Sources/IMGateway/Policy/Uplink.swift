@@ -34,7 +34,9 @@ struct Uplink<Chat> {
     /// The most chat messages handed to the MQTT client and not settled (`broker.max_inflight`:
     /// libmosquitto searches its in-flight list linearly).
     let maxInFlight: Int
-    private var waiting = Deque<Chat>()
+    /// Chats in order; one not `ready` (a group chat whose members are being looked up) holds
+    /// back those behind it.
+    private var waiting = Deque<(chat: Chat, ready: Bool)>()
     private(set) var inFlight = 0
     private var acknowledgements: [UInt64] = []
     private var delivered: [PendingDeliveries.Origin] = []
@@ -52,8 +54,25 @@ struct Uplink<Chat> {
     /// Whether receipts wait (a read receipt goes after them).
     var hasReceipts: Bool { !self.delivered.isEmpty }
 
-    /// Queues a chat message to publish.
-    mutating func enqueue(_ chat: Chat) { self.waiting.append(chat) }
+    /// Queues a chat message to publish; one not `ready` goes, with those behind it, once
+    /// ``resolve(_:)`` makes it ready.
+    mutating func enqueue(_ chat: Chat, ready: Bool = true) { self.waiting.append((chat, ready)) }
+
+    /// For each chat not ready, `body` says what becomes of it: `nil` leaves it waiting,
+    /// `.some(chat)` makes it ready as `chat`, `.some(nil)` drops it. Returns the chats dropped.
+    mutating func resolve(_ body: (Chat) -> Chat??) -> [Chat] {
+        var dropped: [Chat] = []
+        var kept = Deque<(chat: Chat, ready: Bool)>()
+        for entry in self.waiting {
+            guard !entry.ready, let outcome = body(entry.chat) else {
+                kept.append(entry)
+                continue
+            }
+            if let chat = outcome { kept.append((chat, true)) } else { dropped.append(entry.chat) }
+        }
+        self.waiting = kept
+        return dropped
+    }
 
     /// The MQTT delivery `id` is done with.
     mutating func acknowledge(_ id: UInt64) { self.acknowledgements.append(id) }
@@ -100,7 +119,7 @@ struct Uplink<Chat> {
         guard !self.waiting.isEmpty else { return [] }
         var chats: [Chat] = []
         chats.reserveCapacity(min(room, self.waiting.count))
-        while chats.count < room, let chat = self.waiting.popFirst() { chats.append(chat) }
+        while chats.count < room, self.waiting.first?.ready == true, let entry = self.waiting.popFirst() { chats.append(entry.chat) }
         // An idle connection keeps no storage of its busiest moment.
         if self.waiting.isEmpty { self.waiting = Deque() }
         return chats

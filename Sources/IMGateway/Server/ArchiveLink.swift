@@ -23,10 +23,6 @@ struct ArchiveLink {
     /// SYNC ACKs due once every chat delivery queued before them is written: the device takes an
     /// ACK as "everything up to its STREAM_OFFSET came before this".
     var syncAcks: [(ack: Ack, sessionID: UInt16)] = []
-    /// Chats accepted in this read burst, for the archive.
-    var toStore: [ConnectionMailbox.StoringChat] = []
-    /// Chats given to the archive, not back yet.
-    var storing = 0
     /// When a gap is checked again, or a failed catch-up tried again (``ConnectionStateMachine/nextDeadline``).
     var deadline: NIODeadline?
     /// A catch-up (or the start) that could not read the archive is tried again.

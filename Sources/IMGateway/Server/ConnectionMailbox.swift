@@ -15,12 +15,12 @@ final class ConnectionMailbox: Sendable {
         /// A message on one of the session's subscriptions, and what its topic is for
         /// (classified once, on the MQTT loop).
         case message(MosquittoMessage, GatewayTopics.Kind?)
-        /// The broker has (or refused) a chat message the device sent.
-        case published(ChatTicket, Result<Void, MosquittoError>)
-        /// The archive has (or refused) a chat message the device sent.
-        case stored(StoringChat, Result<AppendOutcome, ArchiveError>)
-        /// The device's own copy of a message it sent (a group chat) is at this offset of its
-        /// user's stream: done for this device.
+        /// What became of a chat the device sent (``ChatAcceptance``).
+        case chatAnswered(ChatTicket, ChatAcceptance.Verdict)
+        /// The members of a group the device's chats wait for, or why they could not be read.
+        case groupResolved(String, Result<[String: UInt64], any Error>)
+        /// An entry the device itself made (the tombstone of a message it deleted) is at this
+        /// offset of its user's stream: done for this device.
         case ownStored(UInt64)
         /// The MQTT connection of the session `session` (its `ObjectIdentifier`) ended. A
         /// login that tries CONNECT again makes a new session for it; the refused one's
@@ -42,28 +42,17 @@ final class ConnectionMailbox: Sendable {
         case sessionFailed(String)
     }
 
-    /// What a chat message's ACK needs once the broker has it.
+    /// What a chat's ACK needs once ``ChatAcceptance`` answers.
     struct ChatTicket: Sendable {
         var messageID: String
-        /// For the de-duplication window, once the broker has it.
-        var fingerprint: ChatFingerprint
         var sequence: UInt32
         var sessionID: UInt16
-        var serverTime: UInt64
-        /// Its offline-push notification, once the broker has it: only with `push.url`, and
-        /// not while a device of the recipient is online.
-        var push: PushNotification? = nil
-        /// With the archive: its offset in the sender's own stream (the ACK says it).
-        var streamOffset: UInt64? = nil
+        /// A one-to-one chat, counted among the chats in flight (``Uplink``); a group chat
+        /// waits on the request lane instead.
+        var inUplink = true
         /// When the gateway took it from the device: its ACK measures the chat path
         /// (``GatewayStatistics/chatAcknowledged(since:)``).
         var startedAt = NIODeadline.now()
-    }
-
-    /// A chat message on its way into the archive, and what its publish and ACK will need.
-    struct StoringChat: Sendable {
-        var chat: ChatSend
-        var ticket: ChatTicket
     }
 
     private struct State {
@@ -72,8 +61,6 @@ final class ConnectionMailbox: Sendable {
         var deviceGone = false
         /// Called (outside the lock) by the post that finds the box empty.
         var wake: (@Sendable () -> Void)?
-        /// Once closed: what becomes of a chat the broker took after all (see ``close(accepted:)``).
-        var accepted: (@Sendable (ChatTicket) -> Void)?
     }
 
     private let state: Mutex<State>
@@ -84,16 +71,14 @@ final class ConnectionMailbox: Sendable {
         state = Mutex(State(wake: wake))
     }
 
-    /// Adds mail; wakes the reader if the box was empty. Once closed it is dropped, but for a
-    /// chat the broker took, which goes to the handler given to ``close(accepted:)``.
+    /// Adds mail; wakes the reader if the box was empty. Once closed it is dropped.
     func post(_ mail: Mail) {
-        let (wake, accepted) = state.withLock { state -> ((@Sendable () -> Void)?, (@Sendable (ChatTicket) -> Void)?) in
-            guard let wake = state.wake else { return (nil, state.accepted) }
+        let wake = state.withLock { state -> (@Sendable () -> Void)? in
+            guard let wake = state.wake else { return nil }
             state.mail.append(mail)
-            return (state.mail.count == 1 ? wake : nil, nil)
+            return state.mail.count == 1 ? wake : nil
         }
         wake?()
-        if let accepted, case .published(let ticket, .success) = mail { accepted(ticket) }
     }
 
     /// The device's connection has closed: a login still trying the broker's CONNECT stops
@@ -116,20 +101,11 @@ final class ConnectionMailbox: Sendable {
         }
     }
 
-    /// Drops what is left and the reference to the reader; later posts are ignored. A chat the
-    /// broker took, among what is dropped or posted later, goes to `accepted` (a handler given
-    /// before stays when this one is `nil`): accepted is accepted, read or not, so that its
-    /// id is recorded for the device's RESEND.
-    func close(accepted: (@Sendable (ChatTicket) -> Void)? = nil) {
-        let (dropped, handler) = state.withLock { state in
-            defer {
-                state.mail = []
-                state.wake = nil
-            }
-            state.accepted = accepted ?? state.accepted
-            return (state.mail, state.accepted)
+    /// Drops what is left and the reference to the reader; later posts are ignored.
+    func close() {
+        state.withLock { state in
+            state.mail = []
+            state.wake = nil
         }
-        guard let handler else { return }
-        for case .published(let ticket, .success) in dropped { handler(ticket) }
     }
 }

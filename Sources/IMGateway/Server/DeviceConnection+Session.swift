@@ -1,3 +1,4 @@
+import IMArchive
 import Foundation
 import IMWire
 import Mosquitto
@@ -12,10 +13,6 @@ extension DeviceConnection {
         switch message {
         case .ack(let ack):
             if let offset = machine.acknowledged(ack.sequence, now: now) { archiveDone(offset) }
-        case .chat(let chat) where chat.isGroup:
-            lifetime.counters.messagesIn.add(1, ordering: .relaxed)
-            guard admitChat(chat, header) else { return }
-            submit(.groupChat(chat, carbon: machine.downlink.makesCarbons), header)
         case .chat(let chat):
             lifetime.counters.messagesIn.add(1, ordering: .relaxed)
             startChat(chat, header)
@@ -99,13 +96,15 @@ extension DeviceConnection {
 
     // MARK: Chat: the fast path
 
-    /// Validates a chat message and gathers it for ``startUplink()``; a resent id that was
-    /// already accepted is ACKed at once without publishing again, one accepted for another
-    /// message is refused.
+    /// Validates a chat message and gathers it for ``startUplink(now:flushReceipts:ending:)``,
+    /// which hands it to ``ChatAcceptance``; its verdict comes back as mail (``answered(_:_:timestamp:)``).
+    /// A group chat needs its members: known already (the group is followed), or looked up,
+    /// and the chats behind it wait for that, so that they go in the order the device sent
+    /// them (``groupResolved(_:_:)``).
     private func startChat(_ chat: ChatSend, _ header: IMFrameHeader) {
-        guard let session else { return }
+        guard let session, let link else { return }
         do {
-            try IMIdentifier.validate(chat.to, kind: .user)
+            try IMIdentifier.validate(chat.to, kind: chat.isGroup ? .group : .user)
         } catch {
             reply(Ack.refusing(sequence: header.sequence, code: .invalidUserID, message: "\(error)"), to: header)
             return
@@ -114,41 +113,85 @@ extension DeviceConnection {
             reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: IMIdentifier.messageIDRule), to: header)
             return
         }
-        let fingerprint = ChatFingerprint(chat)
-        if machine.archive != nil {
-            // The archive knows every message stored, across gateways and restarts: it tells a
-            // resend from a reused id (``stored(_:_:timestamp:)``).
-            guard admitChat(chat, header) else { return }
-            let serverTime = unixMilliseconds()
-            let push = gateway.push.flatMap { push in
-                push.mayNotify(chat.to) ? PushNotification(send: chat, from: session.user, serverTime: serverTime, settings: push.settings) : nil
+        guard admitChat(chat, header) else { return }
+        var pending = PendingChat(
+            chat: ChatAcceptance.Chat(
+                send: chat, from: session.user, device: session.device, recipients: chat.isGroup ? [] : [chat.to],
+                ownCopy: gateway.archive != nil, carbon: machine.downlink.makesCarbons, serverTime: unixMilliseconds(),
+                window: link.brokerFit.publishWindow),
+            ticket: .init(messageID: chat.messageID, sequence: header.sequence, sessionID: header.sessionID))
+        guard chat.isGroup else { return machine.uplink.enqueue(pending) }
+        guard let members = gateway.groups.knownMembers(of: chat.to) else {
+            machine.uplink.enqueue(pending, ready: false)
+            lookUpGroup(chat.to)
+            return
+        }
+        guard members[session.user] != nil else {
+            reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "\(session.user) is not a member of \(chat.to)"), to: header)
+            return
+        }
+        pending.chat.recipients = members.keys.filter { $0 != session.user }.sorted()
+        machine.uplink.enqueue(pending)
+    }
+
+    /// Looks `group`'s members up off the event loop; they come back as mail.
+    private func lookUpGroup(_ group: String) {
+        guard let mailbox else { return }
+        let groups = gateway.groups
+        Task {
+            let members: Result<[String: UInt64], any Error>
+            do { members = .success(try await groups.members(of: group)) } catch { members = .failure(error) }
+            mailbox.post(.groupResolved(group, members))
+        }
+    }
+
+    /// The members of `group` (or why they could not be read): its chats waiting for them go
+    /// on, or are refused (FORBIDDEN for a user who is not a member).
+    func groupResolved(_ group: String, _ members: Result<[String: UInt64], any Error>) {
+        guard let session else { return }
+        let user = session.user
+        var refusals: [(PendingChat, Ack)] = []
+        let dropped = machine.uplink.resolve { pending in
+            guard pending.chat.send.isGroup, pending.chat.send.to == group else { return nil }
+            let sequence = pending.ticket.sequence
+            switch members {
+            case .success(let members) where members[user] != nil:
+                var ready = pending
+                ready.chat.recipients = members.keys.filter { $0 != user }.sorted()
+                return .some(ready)
+            case .success:
+                refusals.append((pending, Ack.refusing(sequence: sequence, code: .forbidden, message: "\(user) is not a member of \(group)")))
+            case .failure(let error as ArchiveError):
+                refusals.append((pending, Ack.storeUnavailable(sequence: sequence, retryAfter: error.retryAfter ?? 1_000, message: error.message)))
+            case .failure(let error):
+                refusals.append((pending, Ack.refusing(sequence: sequence, code: .brokerUnavailable, message: "\(error)")))
             }
-            machine.archive?.toStore.append(ConnectionMailbox.StoringChat(chat: chat, ticket: .init(
-                messageID: chat.messageID, fingerprint: fingerprint, sequence: header.sequence, sessionID: header.sessionID,
-                serverTime: serverTime, push: push)))
-            return
+            return .some(nil)
         }
-        switch gateway.dedup.check(user: session.user, id: chat.messageID, fingerprint: fingerprint) {
-        case .new:
-            guard admitChat(chat, header) else { return }
-        case .duplicate(let earlier):
-            reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: earlier), to: header)
-            return
+        assert(dropped.count == refusals.count)
+        let timestamp = unixSeconds()
+        for (pending, ack) in refusals { write(ack.frame(timestamp: timestamp, sessionID: pending.ticket.sessionID)) }
+    }
+
+    /// What ``ChatAcceptance`` made of a chat the device sent: ACK it (with its offset in the
+    /// user's stream), or refuse it. Its own copy is done for this device.
+    func answered(_ ticket: ConnectionMailbox.ChatTicket, _ verdict: ChatAcceptance.Verdict, timestamp: UInt32) {
+        if ticket.inUplink { machine.uplink.settled() }
+        let reply = { (ack: Ack) in self.write(ack.frame(timestamp: timestamp, sessionID: ticket.sessionID)) }
+        switch verdict {
+        case .accepted(let accepted):
+            for offset in accepted.done { archiveDone(offset) }
+            gateway.statistics.chatAcknowledged(since: ticket.startedAt)
+            reply(Ack(sequence: ticket.sequence, messageID: ticket.messageID, serverTime: accepted.serverTime, streamOffset: accepted.ownOffset))
         case .reused:
-            logger.notice("message id reused for another message: refused", metadata: ["message-id": "\(chat.messageID)", "to": "\(chat.to)"])
-            reply(Ack.refusing(sequence: header.sequence, code: .messageIDReused,
-                message: "message id \(chat.messageID) was already used for another message"), to: header)
-            return
+            reply(Ack.refusing(sequence: ticket.sequence, code: .messageIDReused,
+                message: "message id \(ticket.messageID) was already used for another message"))
+        case .storeUnavailable(let retry, let message):
+            machine.rates.hold(messageID: ticket.messageID, retryAfter: retry, now: now)
+            reply(Ack.storeUnavailable(sequence: ticket.sequence, retryAfter: retry, message: message))
+        case .notPublished(let why):
+            reply(Ack.refusing(sequence: ticket.sequence, code: .brokerUnavailable, message: why))
         }
-        let serverTime = unixMilliseconds()
-        let push = gateway.push.flatMap { push in
-            push.mayNotify(chat.to) ? PushNotification(send: chat, from: session.user, serverTime: serverTime, settings: push.settings) : nil
-        }
-        machine.uplink.enqueue(ChatStart(
-            publish: session.chatPublish(chat, serverTime: serverTime),
-            ticket: .init(messageID: chat.messageID, fingerprint: fingerprint, sequence: header.sequence, sessionID: header.sessionID,
-                          serverTime: serverTime, push: push),
-            carbon: machine.downlink.makesCarbons ? session.chatPublish(chat, serverTime: serverTime, copy: .carbon) : nil))
     }
 
     /// TYPING (PROTOCOL.md 6.13): TO or GROUP, within the rate limit; sent on the request lane.
@@ -201,7 +244,6 @@ extension DeviceConnection {
     /// Only while the session is open: `ending` is the last call, made as it starts ending.
     func startUplink(now: NIODeadline, flushReceipts: Bool = false, ending: Bool = false) {
         guard let session, let mailbox, ending || machine.isSessionOpen else { return }
-        storeChats()
         savePosition()
         let work = machine.takeUplink(now: now, flushReceipts: flushReceipts, ending: ending)
         backpressureChanged()
@@ -213,8 +255,12 @@ extension DeviceConnection {
             receipts: Self.bySender(work.receipts).map { group in
                 (session.receipt(.delivered, to: group.sender, messageIDs: group.ids), group.ids[0])
             },
-            chats: work.chats, presenceAnswers: work.probes.map(session.presenceAnswer(to:)))
-        session.send(batch, mailbox: mailbox, logger: logger)
+            presenceAnswers: work.probes.map(session.presenceAnswer(to:)))
+        if !batch.isEmpty { session.send(batch, logger: logger) }
+        for pending in work.chats {
+            let ticket = pending.ticket
+            acceptance.accept(pending.chat, via: session, logger: logger.logger) { mailbox.post(.chatAnswered(ticket, $0)) }
+        }
     }
 
     /// Message ids grouped by sender, senders and ids in the order they came.
@@ -242,12 +288,10 @@ extension DeviceConnection {
             return
         case .handle(let mail):
             receive(mail)
-        case .settleOnly(let mail):
-            // A chat the broker took is accepted all the same, ACK or not: recorded, so that
-            // the device's RESEND is not published twice, and its offline push goes.
-            for case .published(let ticket, .success) in mail {
-                accepted(ticket)
-            }
+        case .settleOnly:
+            // Deliveries stay with the broker; a chat the device sent goes its way without it
+            // (``ChatAcceptance``).
+            return
         }
     }
 
@@ -259,12 +303,12 @@ extension DeviceConnection {
             switch item {
             case .message(let message, let kind):
                 receive(message, kind)
-            case .published(let ticket, let outcome):
-                settle(ticket, outcome, timestamp: timestamp)
-            case .stored(let storing, let outcome):
-                stored(storing, outcome, timestamp: timestamp)
+            case .chatAnswered(let ticket, let verdict):
+                answered(ticket, verdict, timestamp: timestamp)
+            case .groupResolved(let group, let members):
+                groupResolved(group, members)
             case .ownStored(let offset):
-                machine.archive?.sync?.skipped(offset)
+                archiveDone(offset)
             case .presenceWatchChanged(let users, let watching):
                 machine.downlink.watchChanged(users, watching: watching, own: session?.user)
             case .replied(let ack, let sessionID):
@@ -317,47 +361,6 @@ extension DeviceConnection {
     /// Tells the machine how many chat messages wait; reads again if it says so.
     func backpressureChanged() {
         if machine.chatsChanged(), let context = output?.context { context.read() }
-    }
-
-    /// The broker has the chat of `ticket` (on every chat: no closure made here).
-    private func accepted(_ ticket: ConnectionMailbox.ChatTicket) {
-        guard let session else { return }
-        Self.accepted(ticket, user: session.user, dedup: machine.archive == nil ? gateway.dedup : nil, push: gateway.push)
-    }
-
-    /// What a chat the broker took means beyond this connection, connected or not: its id is
-    /// recorded for resends (with the archive, the archive knows every message and the window
-    /// is not used), its offline push goes.
-    private static func accepted(_ ticket: ConnectionMailbox.ChatTicket, user: String, dedup: DedupStore?, push: PushNotifier?) {
-        dedup?.record(user: user, id: ticket.messageID, fingerprint: ticket.fingerprint, serverTime: ticket.serverTime)
-        if let notification = ticket.push { push?.chatAccepted(notification) }
-    }
-
-    /// ``accepted(_:user:dedup:push:)`` for the mailbox once it is closed; `nil` before a session.
-    var acceptance: (@Sendable (ConnectionMailbox.ChatTicket) -> Void)? {
-        guard let session else { return nil }
-        let user = session.user
-        let dedup = machine.archive == nil ? gateway.dedup : nil
-        let push = gateway.push
-        return { ticket in Self.accepted(ticket, user: user, dedup: dedup, push: push) }
-    }
-
-    /// The broker has (or refused) a chat message: ACK it to the device (or refuse it), and
-    /// remember its id for resends.
-    private func settle(_ ticket: ConnectionMailbox.ChatTicket, _ outcome: Result<Void, MosquittoError>, timestamp: UInt32) {
-        machine.uplink.settled()
-        guard session != nil else { return }
-        switch outcome {
-        case .success:
-            accepted(ticket)
-            gateway.statistics.chatAcknowledged(since: ticket.startedAt)
-            write(Ack(sequence: ticket.sequence, messageID: ticket.messageID, serverTime: ticket.serverTime, streamOffset: ticket.streamOffset)
-                .frame(timestamp: timestamp, sessionID: ticket.sessionID))
-        case .failure(let error):
-            logger.warning("chat not published", metadata: ["error": "\(error)", "message-id": "\(ticket.messageID)"])
-            write(Ack.refusing(sequence: ticket.sequence, code: .brokerUnavailable, message: "\(error)")
-                .frame(timestamp: timestamp, sessionID: ticket.sessionID))
-        }
     }
 
     /// Turns a message of the MQTT session into a frame for the device (queued by

@@ -32,13 +32,14 @@ final class DeviceConnection: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     let gateway: GatewayContext
+    /// Where the device's chats go (``ChatAcceptance``).
+    let acceptance: ChatAcceptance
     var logger: ConnectionLogger
     /// The connection's state, its data path included: everything the handler decides by.
     var machine: ConnectionStateMachine
-    /// The channel, between handlerAdded and handlerRemoved: the one writer of its frames.
+    /// The channel, between handlerAdded and handlerRemoved: the one writer of its frames, and
+    /// the connection's one timer.
     var output: Output?
-    /// The one timer, armed for the machine's next deadline.
-    var timer: (task: Scheduled<Void>, deadline: NIODeadline)?
     /// The connection's place in the gateway's counts, and the promise of its end.
     var lifetime: ConnectionLifetime
     /// What the MQTT side, the archive and the request lane hand the connection, from
@@ -47,12 +48,14 @@ final class DeviceConnection: ChannelDuplexHandler {
     /// The device's MQTT session, once the login opened it.
     var link: SessionLink?
 
-    /// The channel's context and the frames written since the last flush.
+    /// The channel's context, the frames written since the last flush, the timer.
     struct Output {
         let context: ChannelHandlerContext
         /// The frames written since the last flush, encoded one after the other: they leave
         /// as one write (nothing is kept between turns).
         var pending: ByteBuffer?
+        /// The one timer, armed for the machine's next deadline.
+        var timer: (task: Scheduled<Void>, deadline: NIODeadline)?
     }
 
     /// The device's MQTT session and what serves it.
@@ -69,10 +72,11 @@ final class DeviceConnection: ChannelDuplexHandler {
     }
 
     init(
-        gateway: GatewayContext, peer: String, now: NIODeadline, admission: ConnectionAdmissions.Ticket? = nil,
+        gateway: GatewayContext, acceptance: ChatAcceptance, peer: String, now: NIODeadline, admission: ConnectionAdmissions.Ticket? = nil,
         transport: DeviceTransport = .tcp
     ) {
         self.gateway = gateway
+        self.acceptance = acceptance
         self.logger = ConnectionLogger(gateway.logger, peer: peer)
         let limits = gateway.configuration.limits
         self.machine = ConnectionStateMachine(
@@ -278,10 +282,9 @@ final class DeviceConnection: ChannelDuplexHandler {
         let session = link.session
         // What the device ACKed goes first: acknowledgements and "delivered" receipts; its
         // position is saved.
-        let acceptance = self.acceptance
         closeArchiveLink()
         startUplink(now: loop.now, ending: true)
-        mailbox?.close(accepted: acceptance)
+        mailbox?.close()
         link.lane.close()
         if link.requests != nil { lifetime.loggedOut() }
         logger.info("session ended", metadata: ["reason": "\(reason)"])
@@ -305,14 +308,14 @@ final class DeviceConnection: ChannelDuplexHandler {
             cancelTimer()
             return
         }
-        if let armed = timer?.deadline, armed <= deadline { return }
-        timer?.task.cancel()
+        if let armed = output?.timer?.deadline, armed <= deadline { return }
+        output?.timer?.task.cancel()
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        timer = (context.eventLoop.scheduleTask(deadline: deadline) { bound.value.timerFired() }, deadline)
+        output?.timer = (context.eventLoop.scheduleTask(deadline: deadline) { bound.value.timerFired() }, deadline)
     }
 
     private func timerFired() {
-        timer = nil
+        output?.timer = nil
         guard let context = output?.context else { return }
         let now = context.eventLoop.now
         perform(machine.handle(.timerFired(now: now)))
@@ -327,8 +330,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     }
 
     private func cancelTimer() {
-        timer?.task.cancel()
-        timer = nil
+        output?.timer?.task.cancel()
+        output?.timer = nil
     }
 
     // MARK: Writing

@@ -26,9 +26,6 @@ struct DeviceRequests: Sendable {
         case subscribe(Subscribe)
         case unsubscribe(Unsubscribe)
         case publish(Publish)
-        /// A group chat (already past the rate limit); `carbon` when the user has another
-        /// device.
-        case groupChat(ChatSend, carbon: Bool)
         /// A typing state (already past the rate limit).
         case typing(Typing)
         /// A page of a conversation's history.
@@ -176,8 +173,6 @@ struct DeviceRequests: Sendable {
             reply(Ack(sequence: header.sequence), to: header)
         case .publish(let publish):
             try await self.publish(publish, header: header)
-        case .groupChat(let chat, let carbon):
-            try await groupChat(chat, carbon: carbon, header: header)
         case .typing(let typing):
             try await self.typing(typing, header: header)
         case .history(let query):
@@ -230,84 +225,6 @@ struct DeviceRequests: Sendable {
         }
         try await session.publishAll(publishes, window: brokerFit.publishWindow)
         reply(Ack(sequence: header.sequence), to: header)
-    }
-
-    /// A group chat (PROTOCOL.md 6.11): only a member may send; then one copy per other
-    /// member and a carbon, all published before the ACK.
-    private func groupChat(_ chat: ChatSend, carbon: Bool, header: IMFrameHeader) async throws {
-        let me = session.user
-        try IMIdentifier.validate(chat.to, kind: .group)
-        guard IMIdentifier.isValidMessageID(chat.messageID) else {
-            return reply(Ack.refusing(sequence: header.sequence, code: .badRequest, message: IMIdentifier.messageIDRule), to: header)
-        }
-        let members = try await context.groups.members(of: chat.to)
-        guard members[me] != nil else {
-            return reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "\(me) is not a member of \(chat.to)"), to: header)
-        }
-        let fingerprint = ChatFingerprint(chat)
-        if let archive = context.archive {
-            return try await storedGroupChat(chat, members: members, fingerprint: fingerprint, carbon: carbon, header: header, archive: archive)
-        }
-        switch context.dedup.check(user: me, id: chat.messageID, fingerprint: fingerprint) {
-        case .duplicate(let earlier):
-            return reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: earlier ?? unixMilliseconds()), to: header)
-        case .reused:
-            return reply(Ack.refusing(sequence: header.sequence, code: .messageIDReused,
-                message: "message id \(chat.messageID) was already used for another message"), to: header)
-        case .new:
-            break
-        }
-        let serverTime = unixMilliseconds()
-        let others = members.keys.filter { $0 != me }.sorted()
-        var copies = others.map { session.chatPublish(chat, serverTime: serverTime, copy: .member($0)) }
-        if carbon { copies.append(session.chatPublish(chat, serverTime: serverTime, copy: .carbon)) }
-        try await session.publishAll(copies, window: brokerFit.publishWindow)
-        context.dedup.record(user: me, id: chat.messageID, fingerprint: fingerprint, serverTime: serverTime)
-        reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime), to: header)
-        context.push?.chatAccepted(chat, from: me, serverTime: serverTime, recipients: others)
-    }
-
-    /// A group chat with the archive: stored first (a copy per other member and the sender's
-    /// own), then one publish per copy with its offset, then the ACK with the sender's own
-    /// offset. A resend stored before is published again to the members it was stored for.
-    private func storedGroupChat(
-        _ chat: ChatSend, members: [String: UInt64], fingerprint: ChatFingerprint, carbon: Bool, header: IMFrameHeader, archive: MessageArchive
-    ) async throws {
-        let me = session.user
-        var serverTime = unixMilliseconds()
-        let others = members.keys.filter { $0 != me }.sorted()
-        let message = ArchiveMessage(
-            sender: me, messageID: chat.messageID, fingerprint: fingerprint.rawValue, serverTime: serverTime,
-            body: PayloadCodec.encode(ChatPayload.archived(send: chat, from: me, serverTime: serverTime)),
-            copies: others.map { ArchiveMessage.Copy(stream: $0, conversation: .group(chat.to)) }
-                + [ArchiveMessage.Copy(stream: me, origin: session.device, conversation: .group(chat.to))])
-        let outcome: AppendOutcome
-        do throws(ArchiveError) {
-            outcome = try await archive.append(message)
-        } catch {
-            return reply(Ack.storeUnavailable(sequence: header.sequence, retryAfter: error.retryAfter ?? 1_000, message: error.message), to: header)
-        }
-        let copies: [StoredCopy]
-        switch outcome {
-        case .stored(let offsets):
-            copies = zip(message.copies, offsets).map { StoredCopy(stream: $0.0.stream, offset: $0.1, origin: $0.0.origin) }
-        case .duplicate(let stored, let first):
-            copies = stored
-            serverTime = first
-        case .reused:
-            return reply(Ack.refusing(sequence: header.sequence, code: .messageIDReused,
-                message: "message id \(chat.messageID) was already used for another message"), to: header)
-        }
-        let epoch = archive.epoch.rawValue
-        let own = copies.first { $0.stream == me && $0.origin != nil }?.offset
-        if let own { mailbox.post(.ownStored(own)) }
-        var publishes = copies.filter { $0.origin == nil }.map {
-            session.chatPublish(chat, serverTime: serverTime, copy: .member($0.stream), stored: ($0.offset, epoch))
-        }
-        if carbon, let own { publishes.append(session.chatPublish(chat, serverTime: serverTime, copy: .carbon, stored: (own, epoch))) }
-        try await session.publishAll(publishes, window: brokerFit.publishWindow)
-        reply(Ack(sequence: header.sequence, messageID: chat.messageID, serverTime: serverTime, streamOffset: own), to: header)
-        if case .stored = outcome { context.push?.chatAccepted(chat, from: me, serverTime: serverTime, recipients: others) }
     }
 
     /// Generic subscribe inside the configured topic space (PROTOCOL.md 6.8): one result

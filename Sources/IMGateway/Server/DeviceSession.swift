@@ -6,7 +6,7 @@ import Mosquitto
 /// subscribes, publishes and ends. ``MosquittoDeviceSession`` is the one that talks to the
 /// broker; the connection's unit tests put one of their own in its place
 /// (``GatewayContext/makeSession``).
-protocol DeviceSession: AnyObject, Sendable {
+protocol DeviceSession: AnyObject, ChatRoute {
     /// The user (the token's `sub`).
     var user: String { get }
     /// The device id.
@@ -34,9 +34,9 @@ protocol DeviceSession: AnyObject, Sendable {
     /// ``DeviceConnection/LoginFailure/deviceGone`` instead of connecting once `deviceGone`
     /// says so (checked as late as it can be: after waiting its turn to connect).
     func connect(unless deviceGone: @escaping @Sendable () -> Bool) async throws -> MosquittoClient.ConnectResult
-    /// Starts what `batch` holds in one visit to the MQTT side, in its order; the outcome of
-    /// each chat publish is posted to `mailbox`, a receipt that fails is logged to `logger`.
-    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: ConnectionLogger)
+    /// Starts what `batch` holds in one visit to the MQTT side, in its order; a receipt that
+    /// fails is logged to `logger`.
+    func send(_ batch: UplinkBatch, logger: ConnectionLogger)
     /// Publishes and waits for the broker to take it.
     func publish(_ publish: OutgoingPublish) async throws
     /// Hands `publish` to the MQTT client without waiting for it to be written or taken.

@@ -26,6 +26,8 @@ public final class GatewayServer: Service, Sendable {
     /// The gateway's control client: the backend's disconnects and revocations, the API's
     /// publishes and lookups.
     private let control: ControlClient
+    /// Where every chat goes (devices' and the server API's).
+    private let acceptance: ChatAcceptance
 
     /// Opens the message archive (`archive`), then binds the listener. Nothing is accepted
     /// until `run()`. Throws ``GatewayError/archiveFailed(_:)`` when the archive cannot be
@@ -91,6 +93,8 @@ public final class GatewayServer: Service, Sendable {
         mqttLoop: MosquittoEventLoop, group: any EventLoopGroup
     ) async throws -> GatewayServer {
         let context = GatewayContext(configuration: configuration, broker: broker, mqttLoop: mqttLoop, logger: logger, archive: archive)
+        let control = ControlClient(context: context)
+        let acceptance = ChatAcceptance(context: context, relay: control)
         let tls = try configuration.listen.tls.map { try Self.tlsContext($0) }
         let quiesce = ServerQuiescingHelper(group: group)
         let markCloseOnExec = configuration.broker.libmosquittoInternals
@@ -118,7 +122,7 @@ public final class GatewayServer: Service, Sendable {
                     if let tls {
                         try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     }
-                    try Self.installDevice(on: child, context: context, transport: .tcp)
+                    try Self.installDevice(on: child, context: context, acceptance: acceptance, transport: .tcp)
                 }
             }
             .bind(host: configuration.listen.host, port: configuration.listen.port)
@@ -129,25 +133,25 @@ public final class GatewayServer: Service, Sendable {
         let metrics = configuration.metrics.enabled
             ? HTTPEndpoint.metrics(host: configuration.metrics.host, port: configuration.metrics.port, context: context)
             : nil
-        let control = ControlClient(context: context)
         context.groups.follow(with: control)
-        let api = configuration.api.enabled ? try HTTPEndpoint.api(context: context, broker: control) : nil
+        let api = configuration.api.enabled ? try HTTPEndpoint.api(context: context, broker: control, acceptance: acceptance) : nil
         let websocket = configuration.listen.websocket.enabled
             ? WebSocketListener.endpoint(context: context, tls: tls) { child in
                 try child.pipeline.syncOperations.addHandler(
                     WebSocketDeviceFraming(logger: ConnectionLogger(context.logger, peer: child.remoteAddress?.description ?? "?")))
-                try Self.installDevice(on: child, context: context, transport: .websocket)
+                try Self.installDevice(on: child, context: context, acceptance: acceptance, transport: .websocket)
             }
             : nil
         return GatewayServer(
-            serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, websocket: websocket, control: control)
+            serverChannel: channel, quiesce: quiesce, context: context, metrics: metrics, api: api, websocket: websocket, control: control,
+            acceptance: acceptance)
     }
 
     /// Adds a device connection's handlers to `child` (on its event loop): the TLV decoder and
     /// a ``DeviceConnection``, or, for a connection ``ConnectionAdmissions`` refuses, the
     /// refusal. For TCP the channel carries the TLV stream itself; for WebSocket,
     /// ``WebSocketDeviceFraming`` before them does.
-    static func installDevice(on child: any Channel, context: GatewayContext, transport: DeviceTransport) throws {
+    static func installDevice(on child: any Channel, context: GatewayContext, acceptance: ChatAcceptance, transport: DeviceTransport) throws {
         let limits = context.configuration.limits
         let address = child.remoteAddress?.ipAddress ?? "?"
         switch context.admissions.open(address: address) {
@@ -157,7 +161,7 @@ public final class GatewayServer: Service, Sendable {
                     ByteToMessageHandler(IMFrameDecoder(maxBodyLength: limits.maxBodyLength)),
                     // (It encodes its frames itself.)
                     DeviceConnection(
-                        gateway: context, peer: child.remoteAddress?.description ?? "?",
+                        gateway: context, acceptance: acceptance, peer: child.remoteAddress?.description ?? "?",
                         now: child.eventLoop.now, admission: ticket, transport: transport),
                 ])
             } catch {
@@ -192,7 +196,8 @@ public final class GatewayServer: Service, Sendable {
         metrics: HTTPEndpoint?,
         api: HTTPEndpoint?,
         websocket: HTTPEndpoint?,
-        control: ControlClient
+        control: ControlClient,
+        acceptance: ChatAcceptance
     ) {
         self.serverChannel = serverChannel
         self.quiesce = quiesce
@@ -202,6 +207,7 @@ public final class GatewayServer: Service, Sendable {
         self.api = api
         self.websocket = websocket
         self.control = control
+        self.acceptance = acceptance
     }
 
     /// The gateway as services for a `ServiceGroup`, in their order: its helpers (the message
@@ -249,6 +255,7 @@ public final class GatewayServer: Service, Sendable {
     public func run() async throws {
         let context = self.context
         let websocket = self.websocket
+        let acceptance = self.acceptance
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
                 // The WebSocket listener runs as part of this one: its devices are connections
@@ -264,6 +271,9 @@ public final class GatewayServer: Service, Sendable {
                 try? await serverChannel.closeFuture.get()
                 await websocket?.stop()
                 await context.statistics.connections.waitUntilIdle()
+                // Chats whose connection has ended are still published (the control client,
+                // which takes over, stops after this).
+                await acceptance.waitUntilIdle()
             }
         } onGracefulShutdown: {
             self.shutdown()

@@ -32,6 +32,12 @@ final class GroupDirectory: Sendable {
         follower.withLock { $0 = control }
     }
 
+    /// The members of `group` if this gateway follows it already (no lookup is started): what a
+    /// device's group chat uses without waiting.
+    func knownMembers(of group: String) -> [String: UInt64]? {
+        state.withLock { $0.memberships.known(group) }
+    }
+
     /// The members of `group` (user → since, Unix ms); empty for a group that does not exist.
     /// Throws ``ControlClient/Failure`` when the broker cannot be asked, ``ArchiveError`` when
     /// the archive cannot be read.

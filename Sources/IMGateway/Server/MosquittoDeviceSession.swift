@@ -101,24 +101,20 @@ final class MosquittoDeviceSession: DeviceSession {
         }
     }
 
-    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: ConnectionLogger) {
+    func send(_ batch: UplinkBatch, logger: ConnectionLogger) {
         client.perform { client in
             if !batch.acknowledgements.isEmpty { client.acknowledge(deliveryIDs: batch.acknowledgements) }
             for (receipt, messageID) in batch.receipts {
                 receipt.startLogged(on: client, logger: logger, what: "delivered receipt", metadata: ["message-id": "\(messageID)"])
             }
-            for chat in batch.chats {
-                do {
-                    try chat.publish.start(on: client) { mailbox.post(.published(chat.ticket, $0)) }
-                } catch {
-                    mailbox.post(.published(chat.ticket, .failure(error as? MosquittoError ?? .closed)))
-                }
-                chat.carbon?.startLogged(on: client, logger: logger, what: "carbon", metadata: ["message-id": "\(chat.ticket.messageID)"])
-            }
             for answer in batch.presenceAnswers {
                 answer.startLogged(on: client, logger: logger, what: "presence answer", metadata: ["topic": "\(answer.topic)"])
             }
         }
+    }
+
+    func publishChat(_ publishes: [OutgoingPublish], window: Int, completion: @escaping @Sendable ([(any Error)?]) -> Void) {
+        WindowedPublish.start(publishes, window: window, on: client) { completion($0.map { $0 }) }
     }
 
     func publish(_ publish: OutgoingPublish) async throws {

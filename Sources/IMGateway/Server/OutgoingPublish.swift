@@ -111,26 +111,15 @@ extension MQTTProperties {
 
 /// What one read burst (or mailbox batch) of a connection hands its MQTT session, in one
 /// visit to the MQTT loop, in this order: acknowledgements of deliveries (under ack-through
-/// they release the session's writes), "delivered" receipts, then chat publishes in the
-/// order the device sent them.
+/// they release the session's writes), "delivered" receipts, then answers to presence probes.
+/// (Chats go their own way: ``ChatAcceptance``.)
 struct UplinkBatch: Sendable {
     /// MQTT deliveries the device (or the gateway) is done with.
     var acknowledgements: [UInt64] = []
     /// "Delivered" receipts, one per sender, with the first message id (for the log).
     var receipts: [(publish: OutgoingPublish, messageID: String)] = []
-    /// Chat messages; each outcome is posted to the mailbox as `.published`.
-    var chats: [ChatStart] = []
     /// Answers to presence probes (QoS 0), started after the rest.
     var presenceAnswers: [OutgoingPublish] = []
 
-    var isEmpty: Bool { acknowledgements.isEmpty && receipts.isEmpty && chats.isEmpty && presenceAnswers.isEmpty }
-}
-
-/// A chat message ready to publish, and what its ACK needs.
-struct ChatStart: Sendable {
-    var publish: OutgoingPublish
-    var ticket: ConnectionMailbox.ChatTicket
-    /// Its carbon for the sender's other devices, published right after it (the ACK does not
-    /// wait for it; a failure is logged).
-    var carbon: OutgoingPublish? = nil
+    var isEmpty: Bool { acknowledgements.isEmpty && receipts.isEmpty && presenceAnswers.isEmpty }
 }

@@ -1,69 +1,77 @@
-import AsyncToolkit
 import Mosquitto
+import Synchronization
 
 /// Publishes started on a session's MQTT loop in their order, at most `window` waiting for
 /// the broker at once (libmosquitto keeps the rest in a list it searches at every
 /// acknowledgement); each acknowledgement starts the next on the loop itself, so a group's
-/// copies cost no task and no thread hop each. Its caller returns once: when the broker has
-/// every publish, or at the first failure (what is in flight then still completes).
+/// copies cost no task and no thread hop each.
 final class WindowedPublish: Sendable {
     private struct State: Sendable {
         var next = 0
         var unsettled: Int
-        /// The first failure: nothing more starts.
-        var failure: MosquittoError?
+        /// Each publish's outcome once settled (`nil` inside: the broker has it).
+        var outcomes: [MosquittoError?]
     }
 
     private let publishes: [OutgoingPublish]
     private let window: Int
-    private let state: AsyncCondition<State>
+    private let state: Mutex<State>
+    private let completion: @Sendable ([MosquittoError?]) -> Void
 
-    private init(_ publishes: [OutgoingPublish], window: Int) {
+    private init(_ publishes: [OutgoingPublish], window: Int, completion: @escaping @Sendable ([MosquittoError?]) -> Void) {
         self.publishes = publishes
         self.window = max(1, window)
-        state = AsyncCondition(State(unsettled: publishes.count))
+        self.completion = completion
+        state = Mutex(State(unsettled: publishes.count, outcomes: Array(repeating: nil, count: publishes.count)))
     }
 
-    /// Publishes `publishes` on `client`; returns once the broker has every one, or throws
-    /// the first failure.
-    static func run(_ publishes: [OutgoingPublish], window: Int, on client: MosquittoClient) async throws {
-        guard !publishes.isEmpty else { return }
-        let run = WindowedPublish(publishes, window: window)
+    /// Starts `publishes` on `client`; `completion` gets each one's outcome (`nil`: the broker
+    /// has it), in their order, once every one is settled (on the loop thread). A publish that
+    /// cannot be handed over fails at once; the others are still tried.
+    static func start(
+        _ publishes: [OutgoingPublish], window: Int, on client: MosquittoClient,
+        completion: @escaping @Sendable ([MosquittoError?]) -> Void
+    ) {
+        guard !publishes.isEmpty else { return completion([]) }
+        let run = WindowedPublish(publishes, window: window, completion: completion)
         client.perform { client in run.fill(on: client) }
-        // Not cancellable: the publishes started complete whatever the caller does.
-        let outcome = await Task { [state = run.state] in
-            await state.wait { (state: inout State) -> Result<Void, MosquittoError>? in
-                if let failure = state.failure { return .failure(failure) }
-                return state.unsettled == 0 ? .success(()) : nil
-            }
-        }.value
-        try outcome?.get()
+    }
+
+    /// Publishes `publishes` on `client`; returns once the broker has every one, or throws the
+    /// first failure. Not cancellable: the publishes started complete whatever the caller does.
+    static func run(_ publishes: [OutgoingPublish], window: Int, on client: MosquittoClient) async throws {
+        let outcomes = await withCheckedContinuation { continuation in
+            start(publishes, window: window, on: client) { continuation.resume(returning: $0) }
+        }
+        if let failure = outcomes.lazy.compactMap({ $0 }).first { throw failure }
     }
 
     /// Starts publishes while the window has room (on the loop).
     private func fill(on client: isolated MosquittoClient) {
         while let index = state.withLock({ state -> Int? in
             let inFlight = state.next - (publishes.count - state.unsettled)
-            guard state.failure == nil, state.next < publishes.count, inFlight < window else { return nil }
+            guard state.next < publishes.count, inFlight < window else { return nil }
             state.next += 1
             return state.next - 1
         }) {
             do {
-                try publishes[index].start(on: client) { [self] outcome in settled(outcome, client: client) }
+                try publishes[index].start(on: client) { [self] outcome in settled(index, outcome, client: client) }
             } catch {
-                settled(.failure(error as? MosquittoError ?? .closed), client: client)
+                settled(index, .failure(error as? MosquittoError ?? .closed), client: client)
             }
         }
     }
 
-    /// One publish is done (called on the loop): the caller returns, or the next starts.
-    private func settled(_ outcome: Result<Void, MosquittoError>, client: MosquittoClient) {
-        let more = state.withLock { state -> Bool in
+    /// Publish `index` is done (called on the loop): the next starts, or, with the last, the
+    /// completion is told.
+    private func settled(_ index: Int, _ outcome: Result<Void, MosquittoError>, client: MosquittoClient) {
+        let finished = state.withLock { state -> [MosquittoError?]? in
             state.unsettled -= 1
-            if case .failure(let error) = outcome, state.failure == nil { state.failure = error }
-            return state.failure == nil && state.unsettled > 0
+            if case .failure(let error) = outcome { state.outcomes[index] = error }
+            return state.unsettled == 0 ? state.outcomes : nil
         }
+        if let finished { return completion(finished) }
         // Completions run on the client's loop thread, inside the client.
-        if more { client.assumeIsolated { fill(on: $0) } }
+        client.assumeIsolated { fill(on: $0) }
     }
 }

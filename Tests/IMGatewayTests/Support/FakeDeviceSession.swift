@@ -10,7 +10,9 @@ import Synchronization
 final class FakeDeviceSession: DeviceSession {
     enum Call: Sendable {
         case connect
-        case send(acknowledgements: [UInt64], receipts: [OutgoingPublish], chats: [OutgoingPublish])
+        case send(acknowledgements: [UInt64], receipts: [OutgoingPublish])
+        /// A chat's copies (``ChatRoute/publishChat(_:window:completion:)``).
+        case chats([OutgoingPublish])
         case publish(OutgoingPublish)
         case subscribe([String])
         case unsubscribe([String])
@@ -33,7 +35,7 @@ final class FakeDeviceSession: DeviceSession {
     /// While not `nil`, calls of ``end(_:)`` wait here.
     private let endsHeld = Held<CheckedContinuation<Void, Never>>()
     /// While not `nil`, the outcomes of chat publishes wait here (a broker slow to PUBACK).
-    private let heldOutcomes = Held<ConnectionMailbox.Mail>()
+    private let heldOutcomes = Held<@Sendable () -> Void>()
 
     /// What the fake broker's CONNACK announces.
     let capabilities: BrokerCapabilities
@@ -64,16 +66,17 @@ final class FakeDeviceSession: DeviceSession {
         return MosquittoClient.ConnectResult(sessionPresent: false, capabilities: capabilities)
     }
 
-    func send(_ batch: UplinkBatch, mailbox: ConnectionMailbox, logger: ConnectionLogger) {
-        record.yield(.send(acknowledgements: batch.acknowledgements, receipts: batch.receipts.map(\.publish), chats: batch.chats.map(\.publish)))
-        // Carbons and answers to presence probes, as the publishes they are.
-        for carbon in batch.chats.compactMap(\.carbon) { record.yield(.publish(carbon)) }
+    func send(_ batch: UplinkBatch, logger: ConnectionLogger) {
+        record.yield(.send(acknowledgements: batch.acknowledgements, receipts: batch.receipts.map(\.publish)))
+        // Answers to presence probes, as the publishes they are.
         for answer in batch.presenceAnswers { record.yield(.publish(answer)) }
+    }
+
+    func publishChat(_ publishes: [OutgoingPublish], window: Int, completion: @escaping @Sendable ([(any Error)?]) -> Void) {
+        record.yield(.chats(publishes))
         let failure = chatFailure.withLock { $0 }
-        for chat in batch.chats {
-            let outcome = ConnectionMailbox.Mail.published(chat.ticket, failure.map { .failure($0) } ?? .success(()))
-            if !heldOutcomes.keep(outcome) { mailbox.post(outcome) }
-        }
+        let outcome: @Sendable () -> Void = { completion(publishes.map { _ in failure }) }
+        if !heldOutcomes.keep(outcome) { outcome() }
     }
 
     /// Chat publishes' outcomes wait from now on, until ``releaseOutcomes()``.
@@ -83,8 +86,7 @@ final class FakeDeviceSession: DeviceSession {
 
     /// Posts the outcomes held, in order, and stops holding them.
     func releaseOutcomes() {
-        let mailbox = self.mailbox.withLock { $0 }
-        for outcome in heldOutcomes.release() { mailbox?.post(outcome) }
+        for outcome in heldOutcomes.release() { outcome() }
     }
 
     func publish(_ publish: OutgoingPublish) async throws {
@@ -182,5 +184,19 @@ final class Held<Item: Sendable>: Sendable {
             defer { items = nil }
             return items ?? []
         }
+    }
+}
+
+/// The gateway's own session for ``ChatAcceptance`` in tests without a broker: it records what
+/// it is given and refuses it (``MosquittoError/notConnected``) unless told to take it.
+final class FakeRelay: ChatRoute {
+    let taken = Mutex<[OutgoingPublish]>([])
+    /// Whether it takes what it is given.
+    let takes = Mutex(false)
+
+    func publishChat(_ publishes: [OutgoingPublish], window: Int, completion: @escaping @Sendable ([(any Error)?]) -> Void) {
+        let takes = self.takes.withLock { $0 }
+        if takes { taken.withLock { $0 += publishes } }
+        completion(publishes.map { _ in takes ? nil : MosquittoError.notConnected })
     }
 }
