@@ -160,8 +160,7 @@ struct ServerAPI: APIProtocol {
     /// members) through ``ChatAcceptance``, which stores it and publishes it whatever happens to
     /// this request.
     func send(_ chat: ChatSend, from: String, to recipients: [String]) async -> Result<Sent, SendFailure> {
-        var logger = context.logger
-        logger[metadataKey: "api_key"] = "\(APIKeyMiddleware.caller ?? "?")"
+        let logger = ConnectionLogger(context.logger, peer: "server API, key \(APIKeyMiddleware.caller ?? "?")")
         let accepted = ChatAcceptance.Chat(
             send: chat, from: from, device: nil, recipients: recipients, ownCopy: false, carbon: false,
             serverTime: unixMilliseconds(), window: 64)

@@ -88,7 +88,7 @@ final class ChatAcceptance: Sendable {
     /// Accepts `chat`: stored (or checked against the de-duplication window), published through
     /// `route` (the sending device's session; `nil`: the ``relay``), then `answer` is called once
     /// with the verdict (on any thread). Nothing of it depends on the caller afterwards.
-    func accept(_ chat: Chat, via route: (any ChatRoute)?, logger: Logger, answer: @escaping @Sendable (Verdict) -> Void) {
+    func accept(_ chat: Chat, via route: (any ChatRoute)?, logger: ConnectionLogger, answer: @escaping @Sendable (Verdict) -> Void) {
         underWay.enter()
         let underWay = self.underWay
         let answer: @Sendable (Verdict) -> Void = { verdict in
@@ -121,7 +121,7 @@ final class ChatAcceptance: Sendable {
 
     /// ``accept(_:via:logger:answer:)``, awaited. Not cancellable: the chat goes its way whatever
     /// the caller does.
-    func accept(_ chat: Chat, via route: (any ChatRoute)?, logger: Logger) async -> Verdict {
+    func accept(_ chat: Chat, via route: (any ChatRoute)?, logger: ConnectionLogger) async -> Verdict {
         await withCheckedContinuation { continuation in
             accept(chat, via: route, logger: logger) { continuation.resume(returning: $0) }
         }
@@ -156,7 +156,7 @@ final class ChatAcceptance: Sendable {
     /// resend's with the offsets it was stored with), then the answer.
     private func stored(
         _ chat: Chat, _ message: ArchiveMessage, _ result: Result<AppendOutcome, ArchiveError>, epoch: UInt64,
-        route: (any ChatRoute)?, logger: Logger, answer: @escaping @Sendable (Verdict) -> Void
+        route: (any ChatRoute)?, logger: ConnectionLogger, answer: @escaping @Sendable (Verdict) -> Void
     ) {
         var chat = chat
         let copies: [StoredCopy]
@@ -194,7 +194,7 @@ final class ChatAcceptance: Sendable {
         if chat.device == nil { context.statistics.apiMessagesIn.add(1, ordering: .relaxed) }
     }
 
-    private func refuseReused(_ chat: Chat, logger: Logger) -> Verdict {
+    private func refuseReused(_ chat: Chat, logger: ConnectionLogger) -> Verdict {
         logger.notice(
             "message id reused for another message: refused",
             metadata: ["message-id": "\(chat.send.messageID)", "from": "\(chat.from)", "to": "\(chat.send.group ?? chat.send.to)"])
@@ -220,33 +220,31 @@ final class ChatAcceptance: Sendable {
     /// take (or everything, without a route); `done` gets `nil` once the broker has every one,
     /// else why one is not published.
     private func publish(
-        _ publishes: [OutgoingPublish], of chat: Chat, via route: (any ChatRoute)?, logger: Logger,
+        _ publishes: [OutgoingPublish], of chat: Chat, via route: (any ChatRoute)?, logger: ConnectionLogger,
         done: @escaping @Sendable (String?) -> Void
     ) {
-        let relay = self.relay
-        let relayed: @Sendable ([OutgoingPublish]) -> Void = { publishes in
-            relay.publishChat(publishes, window: chat.window) { outcomes in
-                guard let failure = outcomes.lazy.compactMap({ $0 }).first else { return done(nil) }
-                logger.warning(
-                    "chat not published",
-                    metadata: [
-                        "message-id": "\(chat.send.messageID)", "error": "\(failure)",
-                        "stored": "\(self.context.archive != nil)",
-                    ])
-                done("\(failure)")
-            }
-        }
-        guard let route else { return relayed(publishes) }
+        guard let route else { return relay(publishes, of: chat, logger: logger, done: done) }
         route.publishChat(publishes, window: chat.window) { outcomes in
+            guard outcomes.contains(where: { $0 != nil }) else { return done(nil) }
             let failed = zip(publishes, outcomes).compactMap { $0.1 == nil ? nil : $0.0 }
-            guard !failed.isEmpty else { return done(nil) }
             logger.notice(
                 "the device's session did not publish the chat: the gateway's own session publishes it",
                 metadata: [
                     "message-id": "\(chat.send.messageID)", "copies": "\(failed.count)",
                     "error": "\(outcomes.lazy.compactMap { $0 }.first.map { "\($0)" } ?? "-")",
                 ])
-            relayed(failed)
+            self.relay(failed, of: chat, logger: logger, done: done)
+        }
+    }
+
+    /// Publishes `publishes` through the ``relay``.
+    private func relay(_ publishes: [OutgoingPublish], of chat: Chat, logger: ConnectionLogger, done: @escaping @Sendable (String?) -> Void) {
+        let stored = context.archive != nil
+        relay.publishChat(publishes, window: chat.window) { outcomes in
+            guard let failure = outcomes.lazy.compactMap({ $0 }).first else { return done(nil) }
+            logger.warning(
+                "chat not published", metadata: ["message-id": "\(chat.send.messageID)", "error": "\(failure)", "stored": "\(stored)"])
+            done("\(failure)")
         }
     }
 }

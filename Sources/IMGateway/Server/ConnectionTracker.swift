@@ -1,26 +1,39 @@
 import AsyncToolkit
+import Synchronization
 
-/// Counts the connections of a gateway that have not finished (channel closed and MQTT
-/// session ended), so that shutting down can wait for the last one.
-struct ConnectionTracker: Sendable {
-    private let counter = AsyncCondition(0)
+/// Counts work under way that shutdown waits for: the connections of a gateway that have not
+/// finished (channel closed and MQTT session ended), the chats ``ChatAcceptance`` has not
+/// answered yet. Entering and leaving are an atomic add each (they happen per chat); only a
+/// leave that makes it idle takes the lock that wakes waiters.
+final class ConnectionTracker: Sendable {
+    private let count = Atomic<Int>(0)
+    /// Waiters for idleness, and how many times the count reached zero.
+    private let idle = AsyncCondition<UInt64>(0)
 
-    /// A connection started.
+    /// Work started.
     func enter() {
-        counter.withLock { $0 += 1 }
+        count.add(1, ordering: .relaxed)
     }
 
-    /// A connection finished.
+    /// Work finished.
     func leave() {
-        counter.withLock { $0 -= 1 }
+        guard count.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        idle.withLock { $0 &+= 1 }
     }
 
-    /// Connections not finished yet.
-    var live: Int { counter.read { $0 } }
+    /// Work not finished yet.
+    var live: Int { count.load(ordering: .relaxed) }
 
-    /// Returns once no connection is live.
+    /// Returns once no work is under way.
     func waitUntilIdle() async {
         // Not cancellable: shutdown waits for the last connection.
-        await Task { _ = await counter.wait { $0 == 0 } }.value
+        await Task {
+            while true {
+                let generation = idle.read { $0 }
+                if count.load(ordering: .acquiring) == 0 { return }
+                // The last leave after the read above bumps the generation.
+                _ = await idle.wait { $0 != generation }
+            }
+        }.value
     }
 }

@@ -259,7 +259,7 @@ extension DeviceConnection {
         if !batch.isEmpty { session.send(batch, logger: logger) }
         for pending in work.chats {
             let ticket = pending.ticket
-            acceptance.accept(pending.chat, via: session, logger: logger.logger) { mailbox.post(.chatAnswered(ticket, $0)) }
+            acceptance.accept(pending.chat, via: session, logger: logger) { mailbox.post(.chatAnswered(ticket, $0)) }
         }
     }
 

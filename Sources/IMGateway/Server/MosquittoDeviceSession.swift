@@ -114,7 +114,20 @@ final class MosquittoDeviceSession: DeviceSession {
     }
 
     func publishChat(_ publishes: [OutgoingPublish], window: Int, completion: @escaping @Sendable ([(any Error)?]) -> Void) {
-        WindowedPublish.start(publishes, window: window, on: client) { completion($0.map { $0 }) }
+        guard publishes.count == 1 else {
+            return WindowedPublish.start(publishes, window: window, on: client) { completion($0.map { $0 }) }
+        }
+        // A one-to-one chat without a carbon: the common case, without a window to keep.
+        let publish = publishes[0]
+        client.perform { client in
+            do {
+                try publish.start(on: client) { outcome in
+                    if case .failure(let error) = outcome { completion([error]) } else { completion([nil]) }
+                }
+            } catch {
+                completion([error])
+            }
+        }
     }
 
     func publish(_ publish: OutgoingPublish) async throws {
