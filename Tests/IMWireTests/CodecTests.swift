@@ -122,6 +122,7 @@ struct CodecTests {
         (.truncatedFrame(received: 3), .malformedFrame), (.unknownOperation(type: .control, operation: 9), .unknownOperation),
         (.unexpectedFrameType(expected: .data, actual: .ack), .badRequest), (.missingField(.to), .badRequest),
         (.missingContent, .badRequest), (.invalidField(.to, .invalidUTF8), .invalidUserID),
+        (.invalidField(.group, .invalidIdentifier("g#1")), .invalidUserID),
         (.invalidField(.qos, .valueOutOfRange("3")), .qosNotSupported), (.invalidField(.duration, .valueOutOfRange("0")), .badRequest),
         (.compressionFailed(zlibStatus: -2), .internalError),
     ]

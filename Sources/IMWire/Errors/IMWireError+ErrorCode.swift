@@ -13,7 +13,7 @@ extension IMWireError {
         case .decompressionFailed: .decompressionFailed
         case .unknownOperation: .unknownOperation
         case .unexpectedFrameType, .unexpectedOperation, .missingField, .missingContent: .badRequest
-        case .invalidField(let tag, _) where [.userID, .deviceID, .to, .from].contains(tag): .invalidUserID
+        case .invalidField(let tag, _) where [.userID, .deviceID, .to, .from, .group].contains(tag): .invalidUserID
         case .invalidField(.qos, .valueOutOfRange): .qosNotSupported
         case .invalidField: .badRequest
         case .compressionFailed: .internalError
