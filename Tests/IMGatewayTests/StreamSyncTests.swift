@@ -10,6 +10,62 @@ struct StreamSyncTests {
         offsets.map { StreamSync.PageEntry(offset: $0, origin: origin) }
     }
 
+    /// The interleavings of a SYNC sent right after LOGIN_OK with the login's catch-up: the
+    /// SYNC's bounds come back before, between or after the login's page and the device's ACKs
+    /// (spec-review defect 1: the catch-up arrived twice).
+    enum SyncTiming: String, CaseIterable, Sendable {
+        /// The SYNC's catch-up starts while the login's page is being read.
+        case beforePage
+        /// After the page, before the device ACKed it.
+        case beforeAcks
+        /// After the device ACKed part of it.
+        case midAcks
+        /// After the device ACKed all of it.
+        case afterAcks
+    }
+
+    @Test("LOGIN with a position, then SYNC from the same position: whatever the order of reads and ACKs, each missed offset is given once", arguments: SyncTiming.allCases)
+    func syncAfterLogin(_ timing: SyncTiming) {
+        var sync = StreamSync(epoch: 7, device: "phone", wantsCarbons: true, position: 2, saved: 2)
+        var given: [UInt64] = []
+        func read(_ read: StreamSync.Read?) {
+            guard let read else { return }
+            let offsets = (read.after + 1)...min(read.through, read.after + UInt64(read.limit))
+            let decisions = sync.pageRead(Self.entries(offsets), for: read)
+            given += zip(offsets, decisions).filter { $0.1 == .deliver }.map(\.0)
+        }
+        func syncFromLoginPosition() { read(sync.catchUp(from: 2, through: 12)) }
+        let login = sync.catchUp(through: 12)
+        if timing == .beforePage { syncFromLoginPosition() }
+        read(login)
+        if timing == .beforeAcks { syncFromLoginPosition() }
+        for offset in UInt64(3)...7 { sync.acknowledged(offset) }
+        if timing == .midAcks { syncFromLoginPosition() }
+        for offset in UInt64(8)...12 { sync.acknowledged(offset) }
+        if timing == .afterAcks { syncFromLoginPosition() }
+        read(sync.nextRead())
+        #expect(given == Array(3...12), "each of 3...12 once")
+        #expect(sync.isLive && sync.position == 12)
+    }
+
+    @Test("a SYNC from before where the connection started gives those again, once; one from its start gives nothing more")
+    func syncFromEarlier() {
+        var sync = StreamSync(epoch: 7, device: "phone", wantsCarbons: true, position: 5, saved: 5)
+        #expect(sync.catchUp(through: 5) == nil)
+        // The device lost 3...5 (its store was restored from a backup): it asks from 2.
+        guard let read = sync.catchUp(from: 2, through: 5) else {
+            Issue.record("nothing read for a SYNC from before the start")
+            return
+        }
+        #expect(sync.pageRead(Self.entries(3...5), for: read) == [.deliver, .deliver, .deliver])
+        for offset in UInt64(3)...5 { sync.acknowledged(offset) }
+        #expect(sync.coveredFrom == 2)
+        // The same SYNC again: this connection gave them.
+        if let again = sync.catchUp(from: 2, through: 5) {
+            #expect(sync.pageRead(Self.entries(3...5), for: again) == [.skip, .skip, .skip])
+        }
+    }
+
     @Test("a catch-up reads page by page as the device ACKs, holds the broker's messages, then dedups them")
     func catchUp() {
         var sync = StreamSync(epoch: 7, device: "phone", wantsCarbons: true, position: 10, saved: 10)

@@ -84,7 +84,8 @@ struct SyncTests {
         try await other.write(IMFrame(type: .control, sequence: 77, timestamp: 0, sessionID: 1, body: malformed.buffer))
         let badAck = try await other.nextAck(of: 77)
         #expect(badAck.error == .badRequest, "\(badAck)")
-        // From 4: 5 and 6 again, marked ARCHIVED, then the ACK.
+        // From 4: 5 again, marked ARCHIVED, then the ACK; not 6, which this connection gave
+        // (PROTOCOL.md 6.14: "that this connection has not given me").
         let again = try await other.send(.sync(Sync(position: StreamPosition(epoch: epoch, offset: 4))))
         var replayed: [UInt64] = []
         while true {
@@ -98,7 +99,7 @@ struct SyncTests {
                 break
             }
         }
-        #expect(replayed == [5, 6], "the ACK comes after the deliveries it caused")
+        #expect(replayed == [5], "the ACK comes after the deliveries it caused, and this connection's own are not given again")
         try await talkOnce()
 
         // A LOGIN whose position cannot be read is a malformed LOGIN: ERROR BAD_REQUEST, closed.

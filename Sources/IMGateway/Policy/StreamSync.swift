@@ -15,7 +15,11 @@ import NIOCore
 ///   a position up to the stream's end as it was then; the next page is read once the device
 ///   has ACKed half of what it was given. Messages from the broker meanwhile are held, then
 ///   delivered or dropped as duplicates: nothing reaches the device twice, and nothing of a
-///   conversation overtakes what came before it.
+///   conversation overtakes what came before it. **Once per connection:** every offset from
+///   where the connection started (``coveredFrom``) up to ``position`` was given to the device
+///   by this connection or needed no delivery, so a catch-up from an earlier position (a SYNC
+///   sent right after LOGIN_OK, with the position LOGIN gave) skips them, however its reads and
+///   the device's ACKs interleave.
 /// - **Live**, a message from the broker is delivered in the order of the stream: unless its
 ///   offset is done or given already, and only once every offset below it is. One that comes
 ///   above a gap is held until the gap closes (normally at once: two gateways published in the
@@ -84,6 +88,12 @@ struct StreamSync: Sendable {
     /// Whether the device takes carbons (copies of what the user's other devices sent).
     let wantsCarbons: Bool
     private(set) var position: UInt64
+    /// Where this connection started: every offset after it up to ``position`` was given by this
+    /// connection, or needed no delivery (a catch-up from further back, once it has read past
+    /// this, moves it back to its start).
+    private(set) var coveredFrom: UInt64
+    /// Where the catch-up under way started.
+    private var catchUpFrom: UInt64 = 0
     private(set) var phase: Phase = .live
     /// Offsets done above ``position``.
     private var done: Set<UInt64> = []
@@ -114,6 +124,7 @@ struct StreamSync: Sendable {
         self.device = device
         self.wantsCarbons = wantsCarbons
         self.position = position
+        self.coveredFrom = position
         self.saved = saved
     }
 
@@ -131,10 +142,16 @@ struct StreamSync: Sendable {
     /// device says it has those).
     mutating func catchUp(from: UInt64? = nil, through last: UInt64) -> Read? {
         let start = from ?? position
-        if start > position && start <= last { markDone(position + 1...start) }
+        if start > position && start <= last {
+            // The device says it has these: done, though this connection did not give them (a
+            // later SYNC from before them gives them).
+            markDone(position + 1...start)
+            coveredFrom = max(coveredFrom, start)
+        }
         guard last > start else { return nil }
         phase = .catchingUp
         cursor = start
+        catchUpFrom = start
         through = max(through, last)
         return nextRead()
     }
@@ -163,7 +180,8 @@ struct StreamSync: Sendable {
         for entry in entries {
             if entry.offset > next { markDone(next...(entry.offset - 1)) }
             next = max(next, entry.offset + 1)
-            if given.contains(entry.offset) || done.contains(entry.offset) || (read.isRepair && entry.offset <= position) {
+            if given.contains(entry.offset) || done.contains(entry.offset) || (read.isRepair && entry.offset <= position)
+                || (entry.offset > coveredFrom && entry.offset <= position) {
                 decisions.append(.skip)
             } else if let origin = entry.origin, origin == device || !wantsCarbons {
                 markDone(entry.offset...entry.offset)
@@ -180,6 +198,9 @@ struct StreamSync: Sendable {
             gapSince = nil
         } else {
             cursor = max(cursor, reached)
+            // Everything from the catch-up's start to where this connection started has now
+            // been given (or needed nothing).
+            if reached >= coveredFrom { coveredFrom = min(coveredFrom, catchUpFrom) }
             if cursor >= through { phase = .live }
         }
         return decisions
