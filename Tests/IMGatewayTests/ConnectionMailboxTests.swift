@@ -19,7 +19,7 @@ struct ConnectionMailboxTests {
 
     static func published(_ messageID: String, sequence: UInt32, session: UInt16 = 1) -> ConnectionMailbox.Mail {
         .chatAnswered(
-            ConnectionMailbox.ChatTicket(messageID: messageID, sequence: sequence, sessionID: session),
+            ConnectionMailbox.ChatTicket(messageID: messageID, sequence: sequence, sessionID: session, startedAt: .uptimeNanoseconds(0)),
             .accepted(.init(serverTime: 0, done: [], isRepeat: false, copies: 1)))
     }
 
@@ -37,6 +37,12 @@ struct ConnectionMailboxTests {
         case .presenceWatchChanged(let users, let watching): "presence watch changed: \(users) \(watching)"
         case .ownStored(let offset): "own copy at \(offset)"
         case .groupResolved(let group, _): "members of \(group)"
+        case .loginFinished: "login finished"
+        case .leave(let reason, _): "leave: \(reason)"
+        case .sessionEnded: "session ended"
+        case .tokenVerified(_, let header): "token of #\(header.sequence) verified"
+        case .page(_, let read): "page after \(read.after)"
+        case .bounds(_, _, let header): "bounds for #\(header?.sequence ?? 0)"
         case .replied(let ack, let sessionID): "replied to #\(ack.sequence) in session \(sessionID)"
         case .answered(let message, let sessionID): "answered with \(message.body.map { type(of: $0).operation.description } ?? "?") in session \(sessionID)"
         case .sessionFailed(let why): "session failed: \(why)"
@@ -64,7 +70,7 @@ struct ConnectionMailboxTests {
         mailbox.post(Self.message("a"))
         mailbox.post(Self.published("c1", sequence: 1))
         mailbox.post(.chatAnswered(
-            ConnectionMailbox.ChatTicket(messageID: "c2", sequence: 2, sessionID: 1), .notPublished("not authorised")))
+            ConnectionMailbox.ChatTicket(messageID: "c2", sequence: 2, sessionID: 1, startedAt: .uptimeNanoseconds(0)), .notPublished("not authorised")))
         mailbox.post(Self.message("b"))
         mailbox.post(.lost(.broker(.sessionTakenOver), session: Self.session))
         let taken = mailbox.take().map(Self.label)

@@ -1,33 +1,211 @@
 @testable import IMGateway
+import IMArchive
 import IMWire
 import Mosquitto
 import NIOCore
 import Testing
 
-/// The data path of ``ConnectionStateMachine`` (``Uplink``, ``Downlink``, ``DeviceRateLimits``,
-/// mail, sequence numbers), without sockets.
+/// The data path of ``ConnectionStateMachine``, driven by frames and mail without sockets, on a
+/// simulated clock: chats to ``ChatAcceptance`` and their ACKs, group chats waiting for their
+/// members, deliveries and their ACKs, receipts, mail before LOGIN_OK, backpressure; and the
+/// pure parts (``Uplink``, ``DeviceRateLimits``).
 @Suite("ConnectionStateMachine's data path")
 struct ConnectionStateMachineDataPathTests {
-    typealias Machine = ConnectionStateMachine
-    typealias States = ConnectionStateMachineTests
-    static func at(_ seconds: Int64) -> NIODeadline { States.at(seconds) }
-    static func ms(_ milliseconds: Int64) -> NIODeadline { States.start + .milliseconds(milliseconds) }
-
-    static func machine(_ start: States.Start, limits: Machine.Limits = States.limits) -> Machine {
-        var machine = Machine(limits: limits, now: States.start)
-        for event in start.setup { _ = machine.handle(event) }
-        return machine
-    }
-
-    static func chat(_ id: String) -> PendingChat {
-        PendingChat(
-            chat: ChatAcceptance.Chat(
-                send: ChatSend(to: "bob", messageID: id, content: .text(id)), from: "alice", device: "phone", recipients: ["bob"],
-                ownCopy: false, carbon: false, serverTime: 0, window: 8),
-            ticket: .init(messageID: id, sequence: 1, sessionID: 1))
-    }
-
+    static let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+    static func at(_ seconds: Int64) -> NIODeadline { start + .seconds(seconds) }
+    static func ms(_ milliseconds: Int64) -> NIODeadline { start + .milliseconds(milliseconds) }
     static func origin(_ from: String, _ id: String) -> PendingDeliveries.Origin { .init(from: from, messageID: id) }
+
+    /// The chats an event handed to ``ChatAcceptance``.
+    static func accepted(_ actions: [ConnectionAction]) -> [PendingChat] {
+        actions.flatMap { action -> [PendingChat] in if case .accept(let chats) = action { chats } else { [] } }
+    }
+
+    static func accepted(_ chat: PendingChat, offset: UInt64? = nil, done: [UInt64] = []) -> ConnectionMailbox.Mail {
+        .chatAnswered(chat.ticket, .accepted(.init(serverTime: 1_234, ownOffset: offset, done: done, isRepeat: false, copies: 1)))
+    }
+
+    // MARK: Chat
+
+    @Test("a chat goes to ChatAcceptance at the end of its read burst, as this device's and user's; its verdict becomes the ACK, with its offset")
+    func chatAccepted() {
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        let frame = harness.frame(.chat(ChatSend(to: "bob", messageID: "m-1", content: .text("hi"))))
+        #expect(harness.machine.handle(.frame(frame)).lines == [], "gathered until the burst ends")
+        let chats = Self.accepted(harness.machine.handle(.readComplete))
+        #expect(chats.map(\.ticket.messageID) == ["m-1"])
+        let chat = chats[0].chat
+        #expect(chat.from == "alice" && chat.device == "phone" && chat.recipients == ["bob"])
+        #expect(!chat.carbon, "no other device of alice is known: no carbon")
+        #expect(chat.serverTime == harness.clock.wallMilliseconds, "the server time is the connection's clock's")
+        #expect(chats[0].ticket.startedAt == harness.clock.now)
+        harness.clock.advance(by: .milliseconds(3))
+        #expect(harness.mail(Self.accepted(chats[0], offset: 41)).lines == ["write ACK #2 offset=41"])
+        #expect(harness.statistics.messagesIn == 1)
+    }
+
+    @Test("chat verdicts: MESSAGE_ID_REUSED, BROKER_UNAVAILABLE; STORE_UNAVAILABLE holds every later chat until the refused one comes again")
+    func chatRefused() {
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        let first = Self.accepted(harness.send(.chat(ChatSend(to: "bob", messageID: "m-1", content: .text("1")))))
+        let second = Self.accepted(harness.send(.chat(ChatSend(to: "bob", messageID: "m-2", content: .text("2")))))
+        let third = Self.accepted(harness.send(.chat(ChatSend(to: "bob", messageID: "m-3", content: .text("3")))))
+        #expect(harness.mail(.chatAnswered(first[0].ticket, .reused)).lines == ["write ACK #2 MESSAGE_ID_REUSED"])
+        #expect(harness.mail(.chatAnswered(second[0].ticket, .notPublished("down"))).lines == ["write ACK #3 BROKER_UNAVAILABLE"])
+        #expect(harness.mail(.chatAnswered(third[0].ticket, .storeUnavailable(retryAfter: 1_000, message: "disk full"))).lines == ["write ACK #4 STORE_UNAVAILABLE"])
+        #expect(harness.send(.chat(ChatSend(to: "bob", messageID: "m-4", content: .text("4")))).lines == ["write ACK #5 STORE_UNAVAILABLE"], "held")
+        harness.clock.advance(by: .seconds(1))
+        let again = Self.accepted(harness.send(.chat(ChatSend(to: "bob", messageID: "m-3", content: .text("3"), resend: true))))
+        #expect(again.map(\.ticket.messageID) == ["m-3"], "the refused one, again, goes")
+    }
+
+    @Test("chats invalid or above the broker's QoS are refused at once and go nowhere")
+    func chatChecked() {
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        #expect(harness.send(.chat(ChatSend(to: "bob/x", messageID: "m-1", content: .text("1")))).lines == ["write ACK #2 INVALID_USER_ID"])
+        #expect(harness.send(.chat(ChatSend(group: "g#1", messageID: "m-2", content: .text("2")))).lines == ["write ACK #3 INVALID_USER_ID"])
+        #expect(harness.send(.chat(ChatSend(to: "bob", messageID: "", content: .text("3")))).lines.first?.hasPrefix("write ACK #4 BAD_REQUEST") == true)
+    }
+
+    @Test("at most max_inflight chats are handed over and not answered; each answer lets the next go, in order")
+    func inFlight() {
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        var handed: [PendingChat] = []
+        for index in 1...6 { handed += Self.accepted(harness.send(.chat(ChatSend(to: "bob", messageID: "m-\(index)", content: .text("x"))))) }
+        #expect(handed.map(\.ticket.messageID) == ["m-1", "m-2", "m-3", "m-4"], "4 (the limits' max_inflight)")
+        #expect(Self.accepted(harness.mail(Self.accepted(handed[0]))).map(\.ticket.messageID) == ["m-5"])
+    }
+
+    @Test("a group chat waits for its members, and the chats behind it wait for it: they go in the order the device sent them")
+    func groupChatOrder() {
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        let group = harness.send(.chat(ChatSend(group: "team", messageID: "g-1", content: .text("all"))))
+        #expect(group.lines == ["lookUpGroup team"])
+        #expect(harness.send(.chat(ChatSend(to: "bob", messageID: "m-1", content: .text("after")))).lines == [], "behind the group chat")
+        let members: [String: UInt64] = ["alice": 1, "bob": 1, "carol": 1]
+        let resolved = Self.accepted(harness.mail(.groupResolved("team", .success(members))))
+        #expect(resolved.map(\.ticket.messageID) == ["g-1", "m-1"])
+        #expect(resolved.first?.chat.recipients == ["bob", "carol"], "every other member")
+    }
+
+    @Test("a group chat of a user who is not a member: FORBIDDEN; members that cannot be read: STORE_UNAVAILABLE or BROKER_UNAVAILABLE")
+    func groupChatRefused() {
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        harness.send(.chat(ChatSend(group: "team", messageID: "g-1", content: .text("1"))))
+        #expect(harness.mail(.groupResolved("team", .success(["bob": 1]))).lines == ["write ACK #2 FORBIDDEN"])
+        harness.send(.chat(ChatSend(group: "other", messageID: "g-2", content: .text("2"))))
+        #expect(harness.mail(.groupResolved("other", .failure(ArchiveError.unavailable("down", retryAfter: 500)))).lines == ["write ACK #3 STORE_UNAVAILABLE"])
+    }
+
+    @Test("a group chat whose members come after the connection closed is handed over all the same (the gateway's own session publishes it)")
+    func groupChatAfterClose() {
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        harness.send(.chat(ChatSend(group: "team", messageID: "g-1", content: .text("1"))))
+        #expect(harness.machine.handle(.channelClosed).lines == ["endSession connectionLost"])
+        #expect(Self.accepted(harness.mail(.groupResolved("team", .success(["alice": 1, "bob": 1])))).map(\.ticket.messageID) == ["g-1"])
+    }
+
+    @Test("a connection that closes hands over the chats it took, and flushes acknowledgements and receipts, before its session ends")
+    func closingHandsOver() {
+        var limits = MachineHarness.limits
+        limits.maxInFlight = 1
+        var harness = MachineHarness(limits: limits)
+        _ = harness.logIn()
+        harness.mail(MachineHarness.chatMessage(from: "bob", to: "alice", id: "d-1", deliveryID: 5))
+        let first = Self.accepted(harness.send(.chat(ChatSend(to: "bob", messageID: "m-1", content: .text("1")))))
+        harness.send(.chat(ChatSend(to: "bob", messageID: "m-2", content: .text("2"))))
+        harness.send(.ack(Ack(sequence: 2)))
+        #expect(first.count == 1)
+        #expect(harness.machine.handle(.channelClosed).lines == [
+            "uplink acks=[] receipts=[\"bob:d-1\"] probes=0", "accept [\"m-2\"]", "endSession connectionLost",
+        ])
+    }
+
+    // MARK: Deliveries
+
+    @Test("a delivery is written with the next sequence number; its ACK acknowledges it to the broker; its receipt waits for the window")
+    func deliveryAndAck() {
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        #expect(harness.mail(MachineHarness.chatMessage(from: "bob", to: "alice", id: "d-1", deliveryID: 77)).lines == ["write DELIVERY d-1"])
+        #expect(harness.send(.ack(Ack(sequence: 2))).lines == ["uplink acks=[77] receipts=[] probes=0"])
+        #expect(harness.advance(by: .milliseconds(9)).lines == [])
+        #expect(harness.advance(by: .milliseconds(1)).lines == ["uplink acks=[] receipts=[\"bob:d-1\"] probes=0"])
+        // 64 receipts go at once, without the window.
+        for index in 0..<Uplink<PendingChat>.receiptBatch {
+            harness.mail(MachineHarness.chatMessage(from: "carol", to: "alice", id: "c-\(index)", deliveryID: UInt64(100 + index)))
+        }
+        var acks: [ConnectionAction] = []
+        for sequence in UInt32(3)..<UInt32(3 + Uplink<PendingChat>.receiptBatch) {
+            acks += harness.machine.handle(.frame(harness.frame(.ack(Ack(sequence: sequence)))))
+        }
+        acks += harness.machine.handle(.readComplete)
+        #expect(acks.lines.count == 1 && acks.lines[0].contains("receipts=[\"carol:c-0,"))
+    }
+
+    @Test("a device that logged in without carbons gets none: the broker's copy is acknowledged and dropped")
+    func noCarbons() {
+        var harness = MachineHarness()
+        _ = harness.logIn(carbons: false)
+        var payload = ChatPayload(send: ChatSend(to: "bob", messageID: "m-9", content: .text("mine")), from: "alice", serverTime: 1, carbon: true)
+        payload.to = "bob"
+        let message = MosquittoMessage(topic: "im/u/alice/inbox", payload: PayloadCodec.encode(payload), qos: .atLeastOnce, deliveryID: 12)
+        #expect(harness.mail(.message(message, .inbox(user: "alice"))).lines == ["uplink acks=[12] receipts=[] probes=0"])
+    }
+
+    @Test("mail before LOGIN_OK is kept, and delivered after it, in order")
+    func earlyMail() {
+        var harness = MachineHarness()
+        harness.send(.login(LoginRequest(token: "t", deviceID: "phone")))
+        #expect(harness.mail(MachineHarness.chatMessage(from: "bob", to: "alice", id: "d-1", deliveryID: 1)).lines == [])
+        #expect(harness.mail(harness.opened()).lines == ["sessionOpened", "loggedIn alice/phone", "write LOGIN_OK", "write DELIVERY d-1"])
+    }
+
+    @Test("mail for a connection that is not logged in is dropped: deliveries stay with the broker")
+    func mailWhenClosing() {
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        harness.send(.logout(Logout()))
+        #expect(harness.mail(MachineHarness.chatMessage(from: "bob", to: "alice", id: "d-1", deliveryID: 1)).lines == [])
+    }
+
+    @Test("too many chats waiting hold reads back until they go")
+    func waitingChatsHoldReads() {
+        var limits = MachineHarness.limits
+        limits.maxInFlight = 1
+        var harness = MachineHarness(limits: limits)
+        _ = harness.logIn()
+        var first: [PendingChat] = []
+        for index in 0...ReadGate.maxWaitingChats {
+            first += Self.accepted(harness.machine.handle(.frame(harness.frame(.chat(ChatSend(to: "bob", messageID: "c\(index)", content: .text("x")))))))
+        }
+        first += Self.accepted(harness.machine.handle(.readComplete))
+        #expect(harness.machine.handle(.readRequested).lines == [], "held: a device sending faster than the broker takes waits")
+        var answered = first
+        var reads = 0
+        while let chat = answered.first {
+            answered.removeFirst()
+            let actions = harness.mail(Self.accepted(chat))
+            reads += actions.lines.filter { $0 == "read" }.count
+            answered += Self.accepted(actions)
+        }
+        #expect(reads == 1, "the held read happens once")
+    }
+
+    @Test("sequence numbers wrap past 2^32 - 1 to 1, never 0")
+    func sequenceWraps() {
+        var harness = MachineHarness()
+        harness.machine.lastSequence = .max - 1
+        #expect(harness.machine.nextSequence() == .max)
+        #expect(harness.machine.nextSequence() == 1)
+    }
 
     // MARK: Uplink
 
@@ -44,6 +222,22 @@ struct ConnectionStateMachineDataPathTests {
         uplink.settled()
         #expect(uplink.take(now: Self.at(0))?.chats == [5])
         #expect(uplink.inFlight == 2)
+    }
+
+    @Test("a chat not ready holds those behind it; resolved, they go in order; dropped, the rest go")
+    func readiness() {
+        var uplink = Uplink<Int>(maxInFlight: 10)
+        uplink.enqueue(1)
+        uplink.enqueue(2, ready: false)
+        uplink.enqueue(3)
+        #expect(uplink.take(now: Self.at(0))?.chats == [1])
+        #expect(uplink.take(now: Self.at(0)) == nil)
+        #expect(uplink.resolve { $0 == 2 ? .some(20) : nil } == [])
+        #expect(uplink.take(now: Self.at(0))?.chats == [20, 3])
+        uplink.enqueue(4, ready: false)
+        uplink.enqueue(5)
+        #expect(uplink.resolve { _ in .some(nil) } == [4])
+        #expect(uplink.take(now: Self.at(0))?.chats == [5])
     }
 
     @Test("receipts wait for their window, go at once when a batch fills or when flushed; acknowledgements never wait")
@@ -117,135 +311,24 @@ struct ConnectionStateMachineDataPathTests {
         #expect(zip(pauses, pauses.dropFirst()).allSatisfy { $0 <= $1 })
     }
 
-    @Test("TYPING: 8 back to back, then the wait until the next is allowed")
+    @Test("TYPING: 8 back to back, then the wait until the next is allowed; on the connection's clock")
     func typing() {
-        var limits = DeviceRateLimits(chatRate: 0, chatBurst: 1, locationRate: 1)
-        for _ in 0..<8 { #expect(limits.admitTyping(now: Self.at(5)) == nil) }
-        #expect(limits.admitTyping(now: Self.at(5)) == 250, "4 a second: a token every 250 ms")
-        #expect(limits.admitTyping(now: Self.at(5) + .milliseconds(250)) == nil)
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        for _ in 0..<8 { #expect(harness.send(.typing(Typing(to: "bob", state: .typing))).lines.first?.hasPrefix("request typing") == true) }
+        #expect(harness.send(.typing(Typing(to: "bob", state: .typing))).lines == ["write ACK #10 RATE_LIMITED"], "4 a second: the next in 250 ms")
+        harness.clock.advance(by: .milliseconds(250))
+        #expect(harness.send(.typing(Typing(to: "bob", state: .typing))).lines.first?.hasPrefix("request typing") == true)
     }
 
-    @Test("a machine's refused chat pauses its reads; a paused read resumes at the pause's end")
-    func machinePausesReading() {
-        var limits = States.limits
-        limits.chatRate = 10
-        limits.chatBurst = 1
-        var machine = Self.machine(.loggedIn, limits: limits)
-        #expect(machine.admitChat(messageID: "a", now: Self.at(2)) == .allow)
-        guard case .refuse(_, let until) = machine.admitChat(messageID: "b", now: Self.at(2)) else {
-            Issue.record("over the burst")
-            return
-        }
-        #expect(machine.nextDeadline == until)
-        let reading = machine.readRequested()
-        #expect(!reading, "nothing is read during the pause")
-        #expect(machine.handle(.timerFired(now: until)) == .resumeReading)
-    }
-
-    // MARK: Mail, frames, deadlines
-
-    @Test("mail is held before LOGIN_OK, handled once logged in, only settled in every other state", arguments: States.Start.allCases)
-    func mailRoutes(_ start: States.Start) {
-        var machine = Self.machine(start)
-        let mail: [ConnectionMailbox.Mail] = [.ownStored(7)]
-        switch (start, machine.mailArrived(mail)) {
-        case (.authenticating, .held):
-            #expect(machine.takeEarlyMail().count == 1)
-            #expect(machine.takeEarlyMail().isEmpty, "taken once")
-        case (.loggedIn, .handle(let handled)):
-            #expect(handled.count == 1)
-        case (.awaitingLogin, .settleOnly), (.closingLoginPending, .settleOnly), (.closingSessionOpen, .settleOnly),
-             (.closingNothingOpen, .settleOnly), (.closingSessionEnding, .settleOnly), (.closedLoginPending, .settleOnly),
-             (.closedSessionEnding, .settleOnly), (.finished, .settleOnly):
-            #expect(machine.takeEarlyMail().isEmpty)
-        case (let start, let route):
-            Issue.record("\(start): routed \(route)")
-        }
-    }
-
-    @Test("LOGIN_OK carries what the login found; the device's CARBONS choice is kept")
-    func completeLoginCarriesTheGrant() {
-        var machine = Self.machine(.authenticating)
-        let grant = LoginGrant(resumed: true, tokenExpiry: 42, carbons: false, sync: LoginSync(position: 3, status: .continued, last: 9, saved: 3))
-        #expect(machine.handle(.loginSucceeded(tokenDeadline: Self.at(3600), grant: grant)) == .completeLogin(grant))
-        #expect(!machine.downlink.wantsCarbons)
-    }
-
-    @Test("frames are numbered from 1; one the device must ACK is pending from the moment it is written, and its ACK feeds the uplink")
-    func framesAndAcks() {
-        var machine = Self.machine(.loggedIn)
-        machine.downlink.queue.enqueue(Downlink.Entry(message: .heartbeat, deliveryID: nil, origin: nil), class: .presence)
-        machine.downlink.queue.enqueue(
-            Downlink.Entry(message: .heartbeat, deliveryID: 77, origin: Self.origin("alice", "m1"), offset: 12), class: .chat)
-        let first = machine.nextFrame(now: Self.at(3))
-        let second = machine.nextFrame(now: Self.at(3))
-        #expect(first?.sequence == 1 && first?.0.deliveryID == 77, "chat first")
-        #expect(second?.sequence == 2 && second?.0.isAwaited == false)
-        #expect(machine.nextFrame(now: Self.at(3)) == nil)
-        #expect(machine.deliveries.count == 1)
-        #expect(machine.nextDeadline == Self.at(3) + States.limits.deliveryAckTimeout)
-        #expect(machine.acknowledged(2, now: Self.at(4)) == nil, "not awaited: nothing settles")
-        #expect(machine.acknowledged(1, now: Self.at(4)) == 12)
-        #expect(machine.deliveries.count == 0)
-        #expect(machine.nextDeadline == Self.at(4) + Uplink<PendingChat>.receiptWindow, "the receipt's window is a deadline of the machine")
-        let work = machine.takeUplink(now: Self.at(4))
-        #expect(work?.acknowledgements == [77])
-        #expect(work?.receipts == [])
-        #expect(machine.takeUplink(now: Self.at(4) + Uplink<PendingChat>.receiptWindow)?.receipts == [Self.origin("alice", "m1")])
-    }
-
-    @Test("no frame is taken for the device and nothing goes to the broker once the connection is closing, but the last uplink flushes")
-    func closingStopsTheDataPath() {
-        var machine = Self.machine(.loggedIn)
-        machine.downlink.queue.enqueue(Downlink.Entry(message: .heartbeat, deliveryID: 5, origin: nil), class: .chat)
-        machine.uplink.enqueue(Self.chat("c1"))
-        machine.uplink.delivered(Self.origin("alice", "m1"), now: Self.at(2))
-        _ = machine.handle(.channelClosed)
-        #expect(machine.nextFrame(now: Self.at(3)) == nil)
-        #expect(machine.takeUplink(now: Self.at(3)) == nil)
-        let last = machine.takeUplink(now: Self.at(3), ending: true)
-        #expect(last?.chats.map(\.ticket.messageID) == ["c1"])
-        #expect(last?.receipts == [Self.origin("alice", "m1")], "ending flushes the receipts")
-    }
-
-    @Test("sequence numbers wrap past 2^32 - 1 to 1, never 0")
-    func sequenceWraps() {
-        var machine = Self.machine(.loggedIn)
-        machine.lastSequence = .max - 1
-        #expect(machine.nextSequence() == .max)
-        #expect(machine.nextSequence() == 1)
-    }
-
-    @Test("the archive's timer is a deadline of the machine, fired once")
-    func archiveTimer() {
-        var machine = Self.machine(.loggedIn)
-        machine.armArchiveTimer(now: Self.at(2), after: .seconds(2))
-        #expect(machine.archive == nil, "no archive: nothing to arm")
-        machine.archive = ArchiveLink()
-        machine.armArchiveTimer(now: Self.at(2), after: .seconds(2))
-        machine.armArchiveTimer(now: Self.at(3), after: .seconds(2))
-        #expect(machine.nextDeadline == Self.at(4), "armed once, at the first time asked")
-        let early = machine.archiveTimerDue(now: Self.at(3))
-        let due = machine.archiveTimerDue(now: Self.at(4))
-        let again = machine.archiveTimerDue(now: Self.at(5))
-        #expect(!early)
-        #expect(due)
-        #expect(!again, "fired once")
-    }
-
-    @Test("chats waiting hold reads back until the broker takes them")
-    func waitingChatsHoldReads() {
-        var machine = Self.machine(.loggedIn, limits: {
-            var limits = States.limits
-            limits.maxInFlight = 1
-            return limits
-        }())
-        for index in 0...ReadGate.maxWaitingChats { machine.uplink.enqueue(Self.chat("c\(index)")) }
-        _ = machine.chatsChanged()
-        let reading = machine.readRequested()
-        #expect(!reading, "a device sending faster than the broker takes waits")
-        while machine.takeUplink(now: Self.at(2)) != nil { machine.uplink.settled() }
-        let reads = machine.chatsChanged()
-        #expect(reads, "the held read happens once they are gone")
+    @Test("positions: at most location.max_updates_per_second, on the connection's clock; the share is checked where the position is published")
+    func locationRate() {
+        var harness = MachineHarness()
+        _ = harness.logIn()
+        let update = LocationUpdate(location: IMLocation(lat: 1, lon: 2, tst: 1))
+        #expect(harness.send(.locationUpdate(update)).lines.first?.hasPrefix("request locationUpdate") == true)
+        #expect(harness.send(.locationUpdate(update)).lines == ["write ACK #3 RATE_LIMITED"])
+        harness.clock.advance(by: .seconds(1))
+        #expect(harness.send(.locationUpdate(update)).lines.first?.hasPrefix("request locationUpdate") == true)
     }
 }

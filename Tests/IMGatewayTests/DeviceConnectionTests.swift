@@ -63,7 +63,7 @@ struct DeviceConnectionTests {
             let loop = NIOAsyncTestingEventLoop()
             let channel = NIOAsyncTestingChannel(loop: loop)
             let relay = FakeRelay()
-            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, acceptance: ChatAcceptance(context: context, relay: relay), peer: "test", now: loop.now))
+            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, acceptance: ChatAcceptance(context: context, relay: relay), peer: "test", clock: EventLoopClock(loop)))
             try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
             return Harness(loop: loop, channel: channel, sessions: sessions, context: context, relay: relay, sessionsMade: made)
         }
@@ -71,7 +71,7 @@ struct DeviceConnectionTests {
         /// Another connection to the same gateway, on the same event loop.
         func anotherChannel() async throws -> NIOAsyncTestingChannel {
             let channel = NIOAsyncTestingChannel(loop: loop)
-            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, acceptance: ChatAcceptance(context: context, relay: relay), peer: "test-2", now: loop.now))
+            try await channel.pipeline.addHandler(DeviceConnection(gateway: context, acceptance: ChatAcceptance(context: context, relay: relay), peer: "test-2", clock: EventLoopClock(loop)))
             try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2))
             return channel
         }
@@ -163,7 +163,7 @@ struct DeviceConnectionTests {
     @Test("the handler keeps I/O plumbing only: at most 8 stored properties (the data path is the machine's)")
     func handlerIsPlumbing() async throws {
         let harness = try await Harness.start()
-        let connection = DeviceConnection(gateway: harness.context, acceptance: ChatAcceptance(context: harness.context, relay: harness.relay), peer: "count", now: harness.loop.now)
+        let connection = DeviceConnection(gateway: harness.context, acceptance: ChatAcceptance(context: harness.context, relay: harness.relay), peer: "count", clock: EventLoopClock(harness.loop))
         let stored = Mirror(reflecting: connection).children.compactMap(\.label)
         #expect(stored.count <= 8, "\(stored)")
         #expect(stored.contains("machine"))
@@ -330,12 +330,14 @@ struct DeviceConnectionTests {
         guard case .ack(let expiredAck) = expired else { throw Failure("expected an ACK, got \(expired)") }
         #expect(expiredAck.sequence == late && expiredAck.error == .tokenExpired)
         // A good one: ACK with its expiry, and the old deadline no longer applies.
+        let minted = Date().timeIntervalSince1970
         let fresh = try await harness.minter.mint(user: "alice", validFor: 3600)
         let accepted = try await harness.send(.tokenRefresh(TokenRefresh(token: fresh)))
         let (_, ack) = try await harness.next()
         guard case .ack(let refreshed) = ack else { throw Failure("expected an ACK, got \(ack)") }
         #expect(refreshed.sequence == accepted && refreshed.error == nil)
-        #expect(abs(Double(try #require(refreshed.tokenExpiry)) / 1000 - Date().timeIntervalSince1970 - 3600) < 2)
+        // The new token's expiry (whole seconds), however long the machine took since.
+        #expect(abs(Double(try #require(refreshed.tokenExpiry)) / 1000 - minted - 3600) < 2)
         await harness.loop.advanceTime(by: .seconds(60))
         #expect(harness.channel.isActive, "the refreshed token holds for an hour")
         _ = session

@@ -58,6 +58,14 @@ struct Uplink<Chat> {
     /// ``resolve(_:)`` makes it ready.
     mutating func enqueue(_ chat: Chat, ready: Bool = true) { self.waiting.append((chat, ready)) }
 
+    /// Every chat that is ready (at the front), whatever the in-flight bound: the session has
+    /// ended, and they are handed over all the same.
+    mutating func takeReady() -> [Chat] {
+        let chats = popChats(Int.max)
+        inFlight += chats.count
+        return chats
+    }
+
     /// For each chat not ready, `body` says what becomes of it: `nil` leaves it waiting,
     /// `.some(chat)` makes it ready as `chat`, `.some(nil)` drops it. Returns the chats dropped.
     mutating func resolve(_ body: (Chat) -> Chat??) -> [Chat] {
@@ -96,11 +104,12 @@ struct Uplink<Chat> {
 
     /// What goes to the MQTT loop now, `nil` when nothing does: every acknowledgement and
     /// probe, the receipts once their window passed (or they fill a batch, or `flush`), and
-    /// as many chat messages as the in-flight bound lets go.
-    mutating func take(now: NIODeadline, flush: Bool = false) -> Work? {
+    /// as many chat messages as the in-flight bound lets go (every ready one, when `ending`:
+    /// the session ends, and they are handed over all the same).
+    mutating func take(now: NIODeadline, flush: Bool = false, ending: Bool = false) -> Work? {
         let receiptsNow = !self.delivered.isEmpty
-            && (flush || self.delivered.count >= Self.receiptBatch || self.receiptDeadline.map { now >= $0 } == true)
-        let room = self.maxInFlight - self.inFlight
+            && (flush || ending || self.delivered.count >= Self.receiptBatch || self.receiptDeadline.map { now >= $0 } == true)
+        let room = ending ? Int.max : self.maxInFlight - self.inFlight
         let chats = room > 0 ? self.popChats(room) : []
         guard !(chats.isEmpty && self.acknowledgements.isEmpty && !receiptsNow && self.probes.isEmpty) else { return nil }
         var work = Work(acknowledgements: self.acknowledgements, receipts: [], chats: chats, probes: self.probes)
@@ -118,7 +127,7 @@ struct Uplink<Chat> {
     private mutating func popChats(_ room: Int) -> [Chat] {
         guard !self.waiting.isEmpty else { return [] }
         var chats: [Chat] = []
-        chats.reserveCapacity(min(room, self.waiting.count))
+        chats.reserveCapacity(Swift.min(room, self.waiting.count))
         while chats.count < room, self.waiting.first?.ready == true, let entry = self.waiting.popFirst() { chats.append(entry.chat) }
         // An idle connection keeps no storage of its busiest moment.
         if self.waiting.isEmpty { self.waiting = Deque() }

@@ -12,7 +12,7 @@ struct ConnectionLifetime {
     /// The event loop of the connection, from ``opened(on:)``.
     private(set) var eventLoop: (any EventLoop)?
     private var phase = Phase.new
-    /// Whoever waits for the end (``finished()``); made when first asked, which few
+    /// Whoever waits for the end (``whenFinished(_:)``); made when first asked, which few
     /// connections are (a newer login of the device, shutdown).
     private var waiters: EventLoopPromise<Void>?
 
@@ -45,13 +45,14 @@ struct ConnectionLifetime {
         self.counters.loggedIn.subtract(1, ordering: .relaxed)
     }
 
-    /// Completes once the connection has finished (at once if it has). On the event loop,
-    /// after ``opened(on:)``.
-    mutating func finished() -> EventLoopFuture<Void> {
-        guard let eventLoop else { preconditionFailure("a connection's end asked for before it opened") }
-        if phase == .finished { return eventLoop.makeSucceededVoidFuture() }
-        if waiters == nil { waiters = eventLoop.makePromise(of: Void.self) }
-        return waiters!.futureResult
+    /// Completes `promise` once the connection has finished (at once if it has).
+    mutating func whenFinished(_ promise: EventLoopPromise<Void>) {
+        if phase == .finished { return promise.succeed(()) }
+        if let waiters {
+            waiters.futureResult.cascade(to: promise)
+        } else {
+            waiters = promise
+        }
     }
 
     /// The connection has finished: it no longer counts, and whoever waits is told.

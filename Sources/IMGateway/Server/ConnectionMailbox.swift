@@ -4,14 +4,22 @@ import IMWire
 import Mosquitto
 import Synchronization
 
-/// What the MQTT side hands a device connection, from the MQTT loop's thread: received
-/// messages, the outcomes of chat publishes, the loss of the MQTT connection. Posted
-/// under a lock and taken by the connection on its event loop in batches: the first post
-/// after a take wakes the connection once, so a burst of deliveries costs one hop to the
-/// event loop, not one each.
+/// The one way back to a device connection's event loop: everything its background work and
+/// its MQTT session produce (the login's outcome, received messages, chat verdicts, archive
+/// pages, answers to requests, the session's loss and end, a request to leave), posted from
+/// any thread under a lock and taken by the connection on its event loop in batches, in the
+/// order posted. The first post after a take wakes the connection once, so a burst of
+/// deliveries costs one hop to the event loop, not one each.
 final class ConnectionMailbox: Sendable {
     /// One piece of mail.
     enum Mail: Sendable {
+        /// How the login ended.
+        case loginFinished(LoginOutcome)
+        /// The connection is to leave (a newer login of the device, the backend's
+        /// disconnect); `promise` is completed once it has finished.
+        case leave(ConnectionStateMachine.LeaveReason, EventLoopPromise<Void>?)
+        /// Ending the device's MQTT session has completed.
+        case sessionEnded
         /// A message on one of the session's subscriptions, and what its topic is for
         /// (classified once, on the MQTT loop).
         case message(MosquittoMessage, GatewayTopics.Kind?)
@@ -22,6 +30,13 @@ final class ConnectionMailbox: Sendable {
         /// An entry the device itself made (the tombstone of a message it deleted) is at this
         /// offset of its user's stream: done for this device.
         case ownStored(UInt64)
+        /// A TOKEN_REFRESH's token: its expiry (Unix ms), or why it is refused.
+        case tokenVerified(Result<UInt64, LoginRefusal>, IMFrameHeader)
+        /// A page of the device's stream, read for this.
+        case page(Result<[StoredEntry], ArchiveError>, StreamSync.Read)
+        /// The stream's bounds (and the device's saved position, if asked), to catch up from
+        /// `asked`, answering the SYNC with `answering`.
+        case bounds(Result<(StreamBounds, UInt64?), ArchiveError>, asked: StreamPosition?, answering: IMFrameHeader?)
         /// The MQTT connection of the session `session` (its `ObjectIdentifier`) ended. A
         /// login that tries CONNECT again makes a new session for it; the refused one's
         /// loss is not the connection's.
@@ -47,12 +62,11 @@ final class ConnectionMailbox: Sendable {
         var messageID: String
         var sequence: UInt32
         var sessionID: UInt16
-        /// A one-to-one chat, counted among the chats in flight (``Uplink``); a group chat
-        /// waits on the request lane instead.
+        /// When the gateway took it from the device, on the connection's clock: its ACK
+        /// measures the chat path (``GatewayStatistics/chatAcknowledged(since:now:)``).
+        var startedAt: NIODeadline
+        /// Counted among the chats in flight (``Uplink``).
         var inUplink = true
-        /// When the gateway took it from the device: its ACK measures the chat path
-        /// (``GatewayStatistics/chatAcknowledged(since:)``).
-        var startedAt = NIODeadline.now()
     }
 
     private struct State {
@@ -71,12 +85,17 @@ final class ConnectionMailbox: Sendable {
         state = Mutex(State(wake: wake))
     }
 
-    /// Adds mail; wakes the reader if the box was empty. Once closed it is dropped.
+    /// Adds mail; wakes the reader if the box was empty. Once closed it is dropped (a request
+    /// to leave is then answered at once: the connection has finished).
     func post(_ mail: Mail) {
-        let wake = state.withLock { state -> (@Sendable () -> Void)? in
+        let wake = state.withLock { state -> (@Sendable () -> Void)?? in
             guard let wake = state.wake else { return nil }
             state.mail.append(mail)
-            return state.mail.count == 1 ? wake : nil
+            return .some(state.mail.count == 1 ? wake : nil)
+        }
+        guard let wake else {
+            if case .leave(_, let promise?) = mail { promise.succeed(()) }
+            return
         }
         wake?()
     }
@@ -101,11 +120,16 @@ final class ConnectionMailbox: Sendable {
         }
     }
 
-    /// Drops what is left and the reference to the reader; later posts are ignored.
+    /// Drops what is left and the reference to the reader; later posts are ignored. Requests
+    /// to leave among what is dropped are answered: the connection has finished.
     func close() {
-        state.withLock { state in
-            state.mail = []
-            state.wake = nil
+        let dropped = state.withLock { state in
+            defer {
+                state.mail = []
+                state.wake = nil
+            }
+            return state.mail
         }
+        for case .leave(_, let promise?) in dropped { promise.succeed(()) }
     }
 }

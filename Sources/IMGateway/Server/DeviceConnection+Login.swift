@@ -7,49 +7,33 @@ import Mosquitto
 import NIOCore
 
 extension DeviceConnection {
-    /// How a login ended.
-    enum LoginOutcome: Sendable {
-        /// The token holds until `expiresAt` and the MQTT session is open (`resumed`: the
-        /// broker kept it); with the archive, `sync` says where the device's catch-up starts
-        /// (`nil` when the archive could not be read), `asked` is the position LOGIN gave.
-        case opened(
-            any DeviceSession, registration: UInt64, resumed: Bool, expiresAt: Date, brokerFit: BrokerFit,
-            sync: LoginSync?, asked: StreamPosition?)
-        /// Refused: ERROR with this code, then close.
-        case refused(IMErrorCode, String)
-        /// The MQTT session could not be opened (the session was ended again).
-        case brokerFailed(String)
+    /// Verifies the token and opens the device's MQTT session, on a task of its own, within
+    /// `time` (what is left of the connection's login deadline); the outcome comes back as mail.
+    func startLogin(_ request: LoginRequest, within time: TimeAmount) {
+        guard let mailbox, let loop = output?.context.eventLoop else { return }
+        Self.spawnLogin(request, gateway: gateway, mailbox: mailbox, logger: logger.logger, loop: loop, within: time)
     }
 
-    /// Verifies the token and opens the device's MQTT session, on a task of its own; the
-    /// outcome comes back to the event loop as ``loginFinished(_:)``.
-    func startLogin(_ request: LoginRequest) {
-        guard let loop = output?.context.eventLoop, let mailbox else { return }
-        Self.spawnLogin(request, gateway: gateway, mailbox: mailbox, logger: logger.logger, connection: NIOLoopBound(self, eventLoop: loop))
-    }
-
+    // (A static function: the task captures only what it is given.)
     private static func spawnLogin(
-        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
-        connection: NIOLoopBound<DeviceConnection>
+        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger, loop: any EventLoop, within time: TimeAmount
     ) {
-        Task { await login(request, gateway: gateway, mailbox: mailbox, logger: logger, connection: connection) }
-    }
-
-    private static func login(
-        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
-        connection: NIOLoopBound<DeviceConnection>
-    ) async {
-        let loop = connection.eventLoop
-        let outcome = await login(request, gateway: gateway, mailbox: mailbox, logger: logger) { event in
-            // A newer login of this device, or the backend's disconnect.
-            try? await loop.flatSubmit { connection.value.leave(event) }.get()
+        let deadline = ContinuousClock.now + .nanoseconds(max(0, time.nanoseconds))
+        Task {
+            let outcome = await Self.login(request, gateway: gateway, mailbox: mailbox, logger: logger, deadline: deadline) { reason in
+                // A newer login of this device, or the backend's disconnect: it waits until
+                // this connection has finished.
+                let finished = loop.makePromise(of: Void.self)
+                mailbox.post(.leave(reason, finished))
+                try? await finished.futureResult.get()
+            }
+            mailbox.post(.loginFinished(outcome))
         }
-        loop.execute { connection.value.loginFinished(outcome, carbons: request.carbons ?? true) }
     }
 
     private static func login(
-        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger,
-        end: @escaping @Sendable (ConnectionStateMachine.Event) async -> Void
+        _ request: LoginRequest, gateway: GatewayContext, mailbox: ConnectionMailbox, logger: Logger, deadline: ContinuousClock.Instant,
+        leave: @escaping @Sendable (ConnectionStateMachine.LeaveReason) async -> Void
     ) async -> LoginOutcome {
         let user: String
         let device: String
@@ -58,14 +42,14 @@ extension DeviceConnection {
         case .success(let identity): (user, device, token) = identity
         case .failure(let refusal): return .refused(refusal.code, refusal.message)
         }
-        let expiresAt = token.expiresAt
+        let expiresAt = Self.milliseconds(token.expiresAt)
         let receiptNotices = request.receiptNotices ?? true
         let issuedAt = token.issuedAt.map { Int64($0.timeIntervalSince1970.rounded(.down)) }
-        let registration = await gateway.registry.register(user: user, device: device, issuedAt: issuedAt, end: end)
+        let registration = await gateway.registry.register(user: user, device: device, issuedAt: issuedAt, end: leave)
         var logger = logger
         logger[metadataKey: "user"] = "\(user)"
         logger[metadataKey: "device"] = "\(device)"
-        var retry = ConnectRetry(deadline: .now + .seconds(gateway.configuration.limits.loginTimeout))
+        var retry = ConnectRetry(deadline: deadline)
         /// A device that went away during its login (it waited for an older connection to
         /// leave, its turn to connect, a retry) may be logging in elsewhere: a session opened
         /// now would take that one over and KICK it with SESSION_TAKEN_OVER, which tells it to
@@ -85,7 +69,7 @@ extension DeviceConnection {
             // its QoS 1 publish waiting for a PUBACK that never comes, and a login that never
             // ends holds its connection open, and the next login of the device, which waits
             // for it, and so on. Ending the session fails whatever waits on it.
-            let watchdog = Watchdog(until: retry.deadline) { [logger] in
+            let watchdog = Watchdog(until: deadline) { [logger] in
                 logger.notice("the MQTT session did not open within the login's time: ended")
                 await session.end(.loginTimeout)
             }
@@ -104,9 +88,8 @@ extension DeviceConnection {
                 // After the subscriptions: what is stored after the stream's end read now
                 // reaches the session live.
                 let sync = await syncStart(request.position, user: user, device: device, archive: gateway.archive, logger: logger)
-                return .opened(
-                    session, registration: registration, resumed: resumed, expiresAt: expiresAt, brokerFit: fit, sync: sync,
-                    asked: request.position)
+                return .opened(OpenedSession(
+                    session: session, registration: registration, brokerFit: fit, resumed: resumed, expiresAt: expiresAt, sync: sync))
             } catch {
                 await session.end(.takenOver)
                 if mailbox.isDeviceGone { return await abandoned() }
@@ -168,110 +151,23 @@ extension DeviceConnection {
         }
     }
 
-    struct Refusal: Error {
-        var code: IMErrorCode
-        var message: String
-
-        init(code: IMErrorCode, message: String) {
-            self.code = code
-            self.message = message
-        }
-
-        /// FORBIDDEN when a verified `token` is for another user than `user`, or bound to
-        /// another device than `device`; AUTH_FAILED when the user's tokens issued before it
-        /// was were revoked (LOGIN and TOKEN_REFRESH); `nil` when it is good for them.
-        init?(token: AuthenticatedDevice, isNotFor user: String, _ device: String, revocations: TokenRevocations) {
-            if token.userID != user {
-                self.init(code: .forbidden, message: "the token is for user \(token.userID), not \(user)")
-            } else if let bound = token.deviceID, bound != device {
-                self.init(code: .forbidden, message: "the token is for device \(bound), not \(device)")
-            } else if let revoked = revocations.refusal(of: token) {
-                self.init(code: .authFailed, message: revoked)
-            } else {
-                return nil
-            }
-        }
-    }
-
     /// Verifies the token; the device id comes from the LOGIN frame, else the token, else
     /// "default", and must match the token's when both say.
-    static func authenticate(_ request: LoginRequest, gateway: GatewayContext) async -> Result<(user: String, device: String, token: AuthenticatedDevice), Refusal> {
+    static func authenticate(_ request: LoginRequest, gateway: GatewayContext) async -> Result<(user: String, device: String, token: AuthenticatedDevice), LoginRefusal> {
         let device: AuthenticatedDevice
         do {
             device = try await gateway.verifier.verify(request.token)
         } catch {
-            return .failure(Refusal(code: error.errorCode, message: "\(error)"))
+            return .failure(LoginRefusal(code: error.errorCode, message: "\(error)"))
         }
         let deviceID = request.deviceID ?? device.deviceID ?? "default"
         do {
             try IMIdentifier.validate(deviceID, kind: .device)
         } catch {
-            return .failure(Refusal(code: .invalidUserID, message: "\(error)"))
+            return .failure(LoginRefusal(code: .invalidUserID, message: "\(error)"))
         }
-        if let refusal = Refusal(token: device, isNotFor: device.userID, deviceID, revocations: gateway.revocations) { return .failure(refusal) }
+        if let refusal = LoginRefusal(token: device, isNotFor: device.userID, deviceID, revocations: gateway.revocations) { return .failure(refusal) }
         return .success((device.userID, deviceID, device))
-    }
-
-    /// The login task's outcome, back on the event loop (`carbons`: LOGIN's CARBONS).
-    func loginFinished(_ outcome: LoginOutcome, carbons: Bool) {
-        switch outcome {
-        case .opened(let session, let registration, let resumed, let expiresAt, let brokerFit, let sync, let asked):
-            link = SessionLink(session: session, registration: registration, brokerFit: brokerFit)
-            let grant = LoginGrant(resumed: resumed, tokenExpiry: Self.milliseconds(expiresAt), carbons: carbons, sync: sync, asked: asked)
-            perform(machine.handle(.loginSucceeded(tokenDeadline: tokenDeadline(expiresAt), grant: grant)))
-        case .refused(let code, let message):
-            logger.notice("login refused", metadata: ["error": "\(message)"])
-            perform(machine.handle(.loginFailed(code, message)))
-        case .brokerFailed(let message):
-            perform(machine.handle(.loginFailed(.brokerUnavailable, message)))
-        }
-        flushIfNeeded()
-        armTimer()
-    }
-
-    /// When a token that expires at `expiresAt` stops being accepted (the verifier's
-    /// leeway included), on the event loop's clock.
-    func tokenDeadline(_ expiresAt: Date) -> NIODeadline {
-        let left = expiresAt.timeIntervalSinceNow + Double(gateway.configuration.auth.leeway)
-        return now + .nanoseconds(Int64((max(0, min(left, 1e9)) * 1e9).rounded()))
-    }
-
-    /// LOGIN_OK, then deliveries flow.
-    func completeLogin(_ grant: LoginGrant) {
-        guard let session, let brokerFit = link?.brokerFit, let loginHeader = machine.loginHeader, let mailbox else { return }
-        let sessionID = machine.sessionID
-        logger.identify(user: session.user, device: session.device)
-        let requests = DeviceRequests(session: session, context: gateway, brokerFit: brokerFit, mailbox: mailbox, logger: logger)
-        link?.requests = requests
-        lifetime.loggedIn()
-        send(.loginOK(LoginOK(
-            userID: session.user, deviceID: session.device, serverTime: unixMilliseconds(),
-            heartbeatInterval: UInt16(clamping: gateway.configuration.limits.heartbeatInterval),
-            tokenExpiry: grant.tokenExpiry, refSequence: loginHeader.sequence, sessionResumed: grant.resumed,
-            position: grant.sync.flatMap { sync in sync.last.map { _ in StreamPosition(epoch: gateway.archive!.epoch.rawValue, offset: sync.position) } },
-            syncStatus: grant.sync?.status)), sessionID: sessionID)
-        logger.info("logged in")
-
-        if grant.resumed {
-            // The broker kept the session (and its subscriptions); queued messages may hold
-            // our writes until the device ACKs them, so this runs alongside deliveries.
-            let logger = self.logger
-            let probe = gateway.configuration.broker.presenceProbe
-            link?.lane.submit {
-                do {
-                    try await session.subscribeAndAnnounce(probeOwnDevices: probe)
-                } catch MosquittoError.closed, MosquittoError.connectionLost {
-                    // The session ended meanwhile (logout, drop, shutdown), or the MQTT
-                    // connection did, which closes the device's connection on its own.
-                    logger.debug("subscriptions not restored: the session ended")
-                } catch {
-                    mailbox.post(.sessionFailed("\(error)"))
-                }
-            }
-        }
-        // The catch-up starts before the mail that came early: the broker's messages wait for it.
-        openArchiveLink(grant.sync, asked: grant.asked)
-        receive(machine.takeEarlyMail())
     }
 
     static func milliseconds(_ date: Date) -> UInt64 {
@@ -280,43 +176,28 @@ extension DeviceConnection {
 
     // MARK: Token refresh (PROTOCOL.md 6.1.1)
 
-    /// Verifies a TOKEN_REFRESH's token off the event loop; ``tokenRefreshFinished(_:_:)``
-    /// answers it. A token of another user, or bound to another device, is refused.
-    func refreshToken(_ token: String, _ header: IMFrameHeader) {
-        guard let session, let loop = output?.context.eventLoop else { return }
-        let verifier = gateway.verifier
-        let revocations = gateway.revocations
-        let (user, device) = (session.user, session.device)
-        let connection = NIOLoopBound(self, eventLoop: loop)
-        Task {
-            let outcome: Result<Date, Refusal>
-            do throws(AuthError) {
-                let verified = try await verifier.verify(token)
-                outcome = Refusal(token: verified, isNotFor: user, device, revocations: revocations).map { .failure($0) }
-                    ?? .success(verified.expiresAt)
-            } catch {
-                outcome = .failure(Refusal(code: error.errorCode, message: "\(error)"))
-            }
-            loop.execute { connection.value.tokenRefreshFinished(outcome, header) }
-        }
+    /// Verifies a TOKEN_REFRESH's token off the event loop; the verdict comes back as mail. A
+    /// token of another user, or bound to another device, is refused.
+    func verifyToken(_ token: String, _ header: IMFrameHeader) {
+        guard let session = link?.session, let mailbox else { return }
+        Self.spawnVerification(token, header, user: session.user, device: session.device, gateway: gateway, mailbox: mailbox)
     }
 
-    /// The refresh's verdict, back on the event loop: the session's deadline moves and the
-    /// ACK names the new expiry, or a negative ACK says why (the session goes on until the
-    /// current token's deadline).
-    func tokenRefreshFinished(_ outcome: Result<Date, Refusal>, _ header: IMFrameHeader) {
-        guard machine.isLoggedIn else { return }
-        switch outcome {
-        case .success(let expiresAt):
-            perform(machine.handle(.tokenRefreshed(tokenDeadline: tokenDeadline(expiresAt))))
-            reply(Ack.tokenRefreshed(sequence: header.sequence, tokenExpiry: Self.milliseconds(expiresAt)), to: header)
-            logger.info("token refreshed", metadata: ["expires": "\(expiresAt)"])
-        case .failure(let refusal):
-            logger.notice("token refresh refused", metadata: ["error": "\(refusal.message)"])
-            reply(Ack.refusing(sequence: header.sequence, code: refusal.code, message: refusal.message), to: header)
+    private static func spawnVerification(
+        _ token: String, _ header: IMFrameHeader, user: String, device: String, gateway: GatewayContext, mailbox: ConnectionMailbox
+    ) {
+        let verifier = gateway.verifier
+        let revocations = gateway.revocations
+        Task {
+            let outcome: Result<UInt64, LoginRefusal>
+            do throws(AuthError) {
+                let verified = try await verifier.verify(token)
+                outcome = LoginRefusal(token: verified, isNotFor: user, device, revocations: revocations).map { .failure($0) }
+                    ?? .success(Self.milliseconds(verified.expiresAt))
+            } catch {
+                outcome = .failure(LoginRefusal(code: error.errorCode, message: "\(error)"))
+            }
+            mailbox.post(.tokenVerified(outcome, header))
         }
-        flushIfNeeded()
-        // A shorter token brings the deadline forward.
-        armTimer()
     }
 }

@@ -1,30 +1,27 @@
 import AsyncToolkit
-import Foundation
+import IMArchive
 import IMWire
 import Logging
 import Mosquitto
 import NIOCore
 
-/// One TLV connection, as a channel handler on the connection's event loop: login, then
-/// chat, receipts and deliveries through the device's MQTT session, until logout, drop,
-/// a deadline, takeover, the broker's loss or shutdown.
+/// One TLV connection, as a channel handler on the connection's event loop: login, then chat,
+/// receipts and deliveries through the device's MQTT session, until logout, drop, a deadline,
+/// takeover, the broker's loss or shutdown.
 ///
-/// The connection's course is decided by the pure ``ConnectionStateMachine``: this handler
-/// feeds it events (frames, login outcomes, its one timer, the channel closing, the session
-/// ended) and performs the actions it returns. The handler only does I/O. Nothing waits in
-/// a task while the device is idle (a connection costs its objects, not a task tree):
-/// - frames are handled as they are read; what a read burst asks of the MQTT client (chat
-///   publishes, acknowledgements of deliveries, "delivered" receipts) goes to the MQTT loop
-///   in one ``MosquittoClient/perform(_:)`` at the end of the burst;
-/// - what the MQTT side produces (messages, publish outcomes, the loss of the connection)
-///   comes back through a ``ConnectionMailbox``; ``MailboxWakeups`` drains the mailboxes
-///   that one turn of the MQTT loop filled with one task per event loop;
-/// - requests that wait for the broker's answer (SUBSCRIBE, presence, location, read
-///   receipts) run in order on a request lane (a ``SerialJobQueue``), a task that exists only while they do,
-///   and their answers come back as mail;
-/// - the login (token, MQTT connect, subscriptions) runs on a task of its own, once, and
-///   so do reads of the archive and token refreshes; each comes back to the event loop as
-///   an event, so the handler, on its event loop, is the channel's one writer.
+/// Everything the connection decides is the pure ``ConnectionStateMachine``'s: this handler
+/// turns each input into one of its events (a frame, the end of a read burst, writability,
+/// its one timer, the channel closing, graceful shutdown, a batch of mail) and performs the
+/// actions it returns (``run(_:)``); it reads and writes none of the machine's fields. Nothing
+/// waits in a task while the device is idle (a connection costs its objects, not a task tree):
+/// - frames are handled as they are read; what a read burst asks of the MQTT side goes there
+///   at the end of the burst, in one visit to the MQTT loop, and its chats to ``ChatAcceptance``;
+/// - everything that comes back (the login's outcome, the broker's messages, chat verdicts,
+///   archive pages, token checks, answers to requests, the session's end) comes back through
+///   the ``ConnectionMailbox``, the one way onto the event loop; ``MailboxWakeups`` drains the
+///   mailboxes that one turn of the MQTT loop filled with one task per event loop;
+/// - requests that wait for the broker's answer run in order on a request lane (a
+///   ``SerialJobQueue``), a task that exists only while they do.
 final class DeviceConnection: ChannelDuplexHandler {
     typealias InboundIn = IMFrame
     typealias OutboundIn = IMFrame
@@ -32,18 +29,17 @@ final class DeviceConnection: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     let gateway: GatewayContext
-    /// Where the device's chats go (``ChatAcceptance``).
+    /// Where the device's chats go.
     let acceptance: ChatAcceptance
     var logger: ConnectionLogger
-    /// The connection's state, its data path included: everything the handler decides by.
+    /// The connection's state, its data path included: everything the handler does comes from it.
     var machine: ConnectionStateMachine
     /// The channel, between handlerAdded and handlerRemoved: the one writer of its frames, and
     /// the connection's one timer.
     var output: Output?
     /// The connection's place in the gateway's counts, and the promise of its end.
     var lifetime: ConnectionLifetime
-    /// What the MQTT side, the archive and the request lane hand the connection, from
-    /// handlerAdded.
+    /// The one way back onto the event loop, from handlerAdded.
     var mailbox: ConnectionMailbox?
     /// The device's MQTT session, once the login opened it.
     var link: SessionLink?
@@ -55,7 +51,7 @@ final class DeviceConnection: ChannelDuplexHandler {
         /// as one write (nothing is kept between turns).
         var pending: ByteBuffer?
         /// The one timer, armed for the machine's next deadline.
-        var timer: (task: Scheduled<Void>, deadline: NIODeadline)?
+        var timer: Scheduled<Void>?
     }
 
     /// The device's MQTT session and what serves it.
@@ -72,26 +68,17 @@ final class DeviceConnection: ChannelDuplexHandler {
     }
 
     init(
-        gateway: GatewayContext, acceptance: ChatAcceptance, peer: String, now: NIODeadline, admission: ConnectionAdmissions.Ticket? = nil,
-        transport: DeviceTransport = .tcp
+        gateway: GatewayContext, acceptance: ChatAcceptance, peer: String, clock: any ConnectionClock = SystemConnectionClock(),
+        admission: ConnectionAdmissions.Ticket? = nil, transport: DeviceTransport = .tcp
     ) {
         self.gateway = gateway
         self.acceptance = acceptance
         self.logger = ConnectionLogger(gateway.logger, peer: peer)
-        let limits = gateway.configuration.limits
         self.machine = ConnectionStateMachine(
-            limits: .init(
-                loginTimeout: .seconds(Int64(limits.loginTimeout)), idleTimeout: .seconds(Int64(limits.idleTimeout)),
-                deliveryAckTimeout: .seconds(Int64(limits.deliveryAckTimeout)),
-                tokenLeeway: .seconds(Int64(gateway.configuration.auth.leeway)),
-                maxInFlight: gateway.configuration.broker.maxInflight, chatRate: limits.chatRate, chatBurst: limits.chatBurst,
-                locationRate: gateway.configuration.location.maxUpdatesPerSecond),
-            now: now)
+            limits: .init(gateway.configuration, archiveEpoch: gateway.archive?.epoch.rawValue), clock: clock,
+            statistics: gateway.statistics, transport: transport)
         self.lifetime = ConnectionLifetime(admission: admission, statistics: gateway.statistics, transport: transport)
     }
-
-    /// The session, once the login opened it.
-    var session: (any DeviceSession)? { link?.session }
 
     // MARK: Channel events
 
@@ -103,63 +90,40 @@ final class DeviceConnection: ChannelDuplexHandler {
         let drain: @Sendable () -> Void = { bound.value.drainMailbox() }
         mailbox = ConnectionMailbox { wakeups.wake(on: loop, drain) }
         lifetime.opened(on: loop)
-        armTimer()
+        run(machine.handle(.opened))
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        cancelTimer()
+        output?.timer?.cancel()
         output = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        let message: IMMessage
-        switch Result(catching: { () throws(IMWireError) -> IMMessage in try IMMessage(frame: frame) }) {
-        case .success(let decoded):
-            message = decoded
-        case .failure(let error):
-            if error.isFatal {
-                closeOnMalformedFrame(error)
-            } else if IMMessage.operation(of: frame) == .login {
-                perform(machine.handle(.loginMalformed(frame.header, error.errorCode, "\(error)")), frame: frame)
-            } else {
-                // Well framed, not a valid message: refuse it, stay open.
-                write(Ack.refusing(sequence: frame.header.sequence, code: error.errorCode, message: "\(error)").frame(
-                    timestamp: unixSeconds(), sessionID: frame.header.sessionID))
-            }
-            return
-        }
-        let event = ConnectionStateMachine.Event.frameReceived(Self.kind(of: message), frame.header, now: context.eventLoop.now)
-        perform(machine.handle(event), frame: frame, message: message)
+        run(machine.handle(.frame(unwrapInboundIn(data))))
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        startUplink(now: context.eventLoop.now)
-        flushIfNeeded()
+        run(machine.handle(.readComplete))
+        flush()
         context.fireChannelReadComplete()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        let writable = context.channel.isWritable
-        if writable {
-            writeDownlink()
-            flushIfNeeded()
-        }
-        if machine.backpressureChanged(writable: writable) { context.read() }
+        run(machine.handle(.writabilityChanged(context.channel.isWritable)))
+        flush()
         context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        cancelTimer()
-        mailbox?.deviceLeft()
-        perform(machine.handle(.channelClosed))
+        run(machine.handle(.channelClosed))
         context.fireChannelInactive()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent {
             // Graceful shutdown, whether or not the device has logged in.
-            _ = leave(.shutdown)
+            run(machine.handle(.shutdown))
+            flush()
         } else {
             context.fireUserInboundEventTriggered(event)
         }
@@ -167,7 +131,7 @@ final class DeviceConnection: ChannelDuplexHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let error = error as? IMWireError, error.isFatal {
-            closeOnMalformedFrame(error)
+            run(machine.handle(.malformed(error)))
         } else {
             logger.debug("connection dropped", metadata: ["error": "\(error)"])
             context.close(promise: nil)
@@ -175,23 +139,100 @@ final class DeviceConnection: ChannelDuplexHandler {
     }
 
     func read(context: ChannelHandlerContext) {
-        // Backpressure (``ReadGate``): a device sending chat faster than the broker takes
-        // it waits; a device that does not read what it is sent is not read either. (Not
-        // reading, it sends no heartbeat that arrives: the idle timeout ends it if it never
-        // reads again.)
-        if machine.readRequested() { context.read() }
+        // Backpressure (``ReadGate``): a device sending chat faster than the broker takes it
+        // waits; a device that does not read what it is sent is not read either.
+        run(machine.handle(.readRequested))
+    }
+
+    /// Takes the mailbox's batch (on the event loop).
+    private func drainMailbox() {
+        guard let mailbox else { return }
+        run(machine.handle(.mail(mailbox.take())))
+        flush()
+    }
+
+    private func timerFired() {
+        output?.timer = nil
+        run(machine.handle(.timerFired))
+        flush()
     }
 
     // MARK: Actions
 
-    static func kind(of message: IMMessage) -> ConnectionStateMachine.FrameKind {
-        switch message {
-        case .heartbeat: .heartbeat
-        case .hello: .hello
-        case .login: .login
-        case .logout: .logout
-        case .ack: .ack
-        default: .other
+    /// Does what the machine said, in order; what an action learns at once (a group whose
+    /// members are known) goes back to the machine after the rest.
+    func run(_ actions: [ConnectionAction]) {
+        var next: [ConnectionStateMachine.Event] = []
+        for action in actions { perform(action, then: &next) }
+        for event in next { run(machine.handle(event)) }
+    }
+
+    private func perform(_ action: ConnectionAction, then next: inout [ConnectionStateMachine.Event]) {
+        switch action {
+        case .write(let frame):
+            write(frame)
+        case .answerHello(let header, let sequence, let timestamp):
+            write(IMMessage.helloOK(HelloOK(
+                version: .current, features: Self.features(broker: gateway.brokerFit, archive: gateway.archive != nil),
+                maxBodyLength: UInt32(gateway.configuration.limits.maxBodyLength), refSequence: header.sequence)
+            ).frame(sequence: sequence, timestamp: timestamp, sessionID: header.sessionID))
+        case .close(let farewell):
+            close(after: farewell)
+        case .read:
+            output?.context.read()
+        case .armTimer(let deadline):
+            armTimer(deadline)
+        case .cancelTimer:
+            output?.timer?.cancel()
+            output?.timer = nil
+        case .startLogin(let request, let time):
+            startLogin(request, within: time)
+        case .abandonLogin:
+            mailbox?.deviceLeft()
+        case .sessionOpened(let opened):
+            link = SessionLink(session: opened.session, registration: opened.registration, brokerFit: opened.brokerFit)
+        case .loggedIn(let user, let device, let resumed):
+            loggedIn(user: user, device: device, resumed: resumed)
+        case .uplink(let work):
+            guard let session = link?.session else { return }
+            session.send(UplinkBatch(
+                acknowledgements: work.acknowledgements,
+                receipts: work.receipts.map { (session.receipt(.delivered, to: $0.sender, messageIDs: $0.ids), $0.ids[0]) },
+                presenceAnswers: work.probes.map(session.presenceAnswer(to:))), logger: logger)
+        case .accept(let chats):
+            guard let session = link?.session, let mailbox else { return }
+            for pending in chats {
+                let ticket = pending.ticket
+                acceptance.accept(pending.chat, via: session, logger: logger) { mailbox.post(.chatAnswered(ticket, $0)) }
+            }
+        case .lookUpGroup(let group):
+            if let members = gateway.groups.knownMembers(of: group) {
+                next.append(.mail([.groupResolved(group, .success(members))]))
+            } else {
+                lookUpGroup(group)
+            }
+        case .request(let job, let header):
+            guard let link, let requests = link.requests else { return }
+            link.lane.submit { await requests.run(job, header: header) }
+        case .verifyToken(let token, let header):
+            verifyToken(token, header)
+        case .readArchive(let read):
+            readArchive(read)
+        case .readStreamBounds(let needsStart, let asked, let header):
+            readStreamBounds(needsStart: needsStart, asked: asked, answering: header)
+        case .savePosition(let offset, let promptly):
+            guard let archive = gateway.archive, let session = link?.session else { return }
+            archive.savePosition(DevicePosition(user: session.user, device: session.device, offset: offset), promptly: promptly)
+        case .endSession(let reason):
+            endSession(reason, then: &next)
+        case .whenFinished(let promise):
+            lifetime.whenFinished(promise)
+        case .finish:
+            mailbox?.close()
+            link?.lane.close()
+            lifetime.finish()
+        case .log(let level, let message, let metadata):
+            logger.log(level: level, message, metadata: metadata)
         }
     }
 
@@ -204,139 +245,108 @@ final class DeviceConnection: ChannelDuplexHandler {
         return features
     }
 
-    /// Does what the state machine said; `frame` and `message` are the frame that caused it.
-    func perform(_ action: ConnectionAction, frame: IMFrame? = nil, message: IMMessage? = nil) {
-        switch action {
-        case .none:
-            return
-        case .answerHeartbeat:
-            if let frame, let reply = IMFrame.heartbeatReply(to: frame, timestamp: unixSeconds()) { write(reply) }
-        case .answerHello:
-            guard let frame else { return }
-            send(.helloOK(HelloOK(
-                version: .current, features: Self.features(broker: gateway.brokerFit, archive: gateway.archive != nil),
-                maxBodyLength: UInt32(gateway.configuration.limits.maxBodyLength), refSequence: frame.header.sequence)),
-                sessionID: frame.header.sessionID)
-        case .startLogin:
-            guard case .login(let request) = message else { return }
-            startLogin(request)
-            armTimer()
-        case .handleFrame:
-            guard let frame, let message else { return }
-            handleRequest(message, frame)
-        case .reject(let code, let text):
-            guard let frame else { return }
-            write(Ack.refusing(sequence: frame.header.sequence, code: code, message: text)
-                .frame(timestamp: unixSeconds(), sessionID: frame.header.sessionID))
-        case .completeLogin(let grant):
-            completeLogin(grant)
-        case .close(let farewell):
-            close(with: farewell)
-        case .endSession(let reason):
-            endSession(reason)
-        case .finish:
-            mailbox?.close()
-            link?.lane.close()
-            lifetime.finish()
-        case .resumeReading:
-            output?.context.read()
+    /// LOGIN_OK was written: the counts, the log's names, the request lane's requests, and a
+    /// resumed session's subscriptions and presence restored alongside the deliveries.
+    private func loggedIn(user: String, device: String, resumed: Bool) {
+        guard let session = link?.session, let brokerFit = link?.brokerFit, let mailbox else { return }
+        logger.identify(user: user, device: device)
+        link?.requests = DeviceRequests(session: session, context: gateway, brokerFit: brokerFit, mailbox: mailbox, logger: logger)
+        lifetime.loggedIn()
+        guard resumed else { return }
+        // The broker kept the session (and its subscriptions); queued messages may hold our
+        // writes until the device ACKs them, so this runs alongside deliveries.
+        let logger = self.logger
+        let probe = gateway.configuration.broker.presenceProbe
+        link?.lane.submit {
+            do {
+                try await session.subscribeAndAnnounce(probeOwnDevices: probe)
+            } catch MosquittoError.closed, MosquittoError.connectionLost {
+                // The session ended meanwhile (logout, drop, shutdown), or the MQTT
+                // connection did, which closes the device's connection on its own.
+                logger.debug("subscriptions not restored: the session ended")
+            } catch {
+                mailbox.post(.sessionFailed("\(error)"))
+            }
         }
     }
 
-    /// Writes the farewell (after what is pending) and closes the channel once it is out.
-    private func close(with farewell: ConnectionAction.Farewell) {
-        cancelTimer()
-        let frame: IMFrame
-        switch farewell {
-        case .error(let code, let text, let refSequence):
-            logger.info("closing", metadata: ["code": "\(code)", "reason": "\(text)"])
-            let sessionID = refSequence != nil ? machine.loginHeader?.sessionID ?? machine.sessionID : machine.sessionID
-            frame = IMMessage.error(ErrorNotice(code: code, message: text, refSequence: refSequence))
-                .frame(sequence: machine.nextSequence(), timestamp: unixSeconds(), sessionID: sessionID)
-        case .kick(let code, let text):
-            logger.info("kicked", metadata: ["code": "\(code)", "reason": "\(text)"])
-            frame = IMMessage.kick(Kick(reason: code, message: text))
-                .frame(sequence: machine.nextSequence(), timestamp: unixSeconds(), sessionID: machine.sessionID)
-        case .acknowledgeLogout(let header):
-            frame = Ack(sequence: header.sequence).frame(timestamp: unixSeconds(), sessionID: header.sessionID)
-        }
-        writeThenClose(frame)
-    }
-
-    /// A newer login of this device, or the gateway shutting down: KICK (or ERROR before
-    /// LOGIN_OK), close, end the MQTT session. The future completes once the connection has
-    /// finished.
-    func leave(_ event: ConnectionStateMachine.Event) -> EventLoopFuture<Void> {
-        perform(machine.handle(event))
-        flushIfNeeded()
-        return lifetime.finished()
-    }
-
-    /// Ends the device's MQTT session the way `reason` says; reports `sessionEnded`.
-    func endSession(_ reason: ConnectionStateMachine.CloseReason) {
-        guard let link, let loop = lifetime.eventLoop else {
-            // Nothing to end (the machine only asks once a login opened one): done at once.
-            perform(machine.handle(.sessionEnded))
+    /// Ends the device's MQTT session the way `reason` says; `sessionEnded` comes back as mail.
+    private func endSession(_ reason: ConnectionStateMachine.CloseReason, then next: inout [ConnectionStateMachine.Event]) {
+        guard let link, let mailbox else {
+            // Nothing to end (a login that never opened one): done at once.
+            next.append(.mail([.sessionEnded]))
             return
         }
-        let session = link.session
-        // What the device ACKed goes first: acknowledgements and "delivered" receipts; its
-        // position is saved.
-        closeArchiveLink()
-        startUplink(now: loop.now, ending: true)
-        mailbox?.close()
         link.lane.close()
         if link.requests != nil { lifetime.loggedOut() }
         logger.info("session ended", metadata: ["reason": "\(reason)"])
+        let session = link.session
         let registry = gateway.registry
         let registration = link.registration
-        let bound = NIOLoopBound(self, eventLoop: loop)
         Task {
             await session.end(reason)
             await registry.unregister(user: session.user, device: session.device, id: registration)
-            loop.execute { bound.value.perform(bound.value.machine.handle(.sessionEnded)) }
+            mailbox.post(.sessionEnded)
+        }
+    }
+
+    // MARK: Background work (its outcome comes back as mail)
+
+    /// Looks `group`'s members up off the event loop.
+    private func lookUpGroup(_ group: String) {
+        guard let mailbox else { return }
+        let groups = gateway.groups
+        Task {
+            let members: Result<[String: UInt64], any Error>
+            do { members = .success(try await groups.members(of: group)) } catch { members = .failure(error) }
+            mailbox.post(.groupResolved(group, members))
+        }
+    }
+
+    /// Reads `read` from the device's stream.
+    private func readArchive(_ read: StreamSync.Read) {
+        guard let archive = gateway.archive, let session = link?.session, let mailbox else { return }
+        let stream = session.user
+        Task {
+            let result: Result<[StoredEntry], ArchiveError>
+            do throws(ArchiveError) {
+                result = .success(try await archive.read(stream: stream, after: read.after, through: read.through, limit: read.limit))
+            } catch {
+                result = .failure(error)
+            }
+            mailbox.post(.page(result, read))
+        }
+    }
+
+    /// Reads the stream's end (and the device's saved position, when the start is not known).
+    private func readStreamBounds(needsStart: Bool, asked: StreamPosition?, answering header: IMFrameHeader?) {
+        guard let archive = gateway.archive, let session = link?.session, let mailbox else { return }
+        let (user, device) = (session.user, session.device)
+        Task {
+            let found: Result<(StreamBounds, UInt64?), ArchiveError>
+            do throws(ArchiveError) {
+                let stored = needsStart ? try await archive.position(user: user, device: device) : nil
+                found = .success((try await archive.bounds(of: user), stored))
+            } catch {
+                found = .failure(error)
+            }
+            mailbox.post(.bounds(found, asked: asked, answering: header))
         }
     }
 
     // MARK: The timer
 
-    /// Keeps the one timer armed for the machine's next deadline. A timer that fires
-    /// before the deadline moved later re-arms (a frame pushes the idle deadline back
-    /// without touching the timer).
-    func armTimer() {
-        guard let context = output?.context, let deadline = machine.nextDeadline else {
-            cancelTimer()
-            return
-        }
-        if let armed = output?.timer?.deadline, armed <= deadline { return }
-        output?.timer?.task.cancel()
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        output?.timer = (context.eventLoop.scheduleTask(deadline: deadline) { bound.value.timerFired() }, deadline)
-    }
-
-    private func timerFired() {
-        output?.timer = nil
+    /// Arms the one timer for `deadline` (the machine asks only when it comes sooner).
+    private func armTimer(_ deadline: NIODeadline) {
         guard let context = output?.context else { return }
-        let now = context.eventLoop.now
-        perform(machine.handle(.timerFired(now: now)))
-        // The data path's deadlines: receipts gathered for their window, the archive's timer.
-        startUplink(now: now)
-        if machine.archiveTimerDue(now: now) { archiveTimerFired(now: now) }
-        // The machine's next deadline is what its timer event checks: one that has passed
-        // has been acted on (else this would fire again at once, for ever).
-        assert(machine.nextDeadline.map { $0 > now } ?? true, "a deadline passed and the machine did nothing")
-        flushIfNeeded()
-        armTimer()
-    }
-
-    private func cancelTimer() {
-        output?.timer?.task.cancel()
-        output?.timer = nil
+        output?.timer?.cancel()
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        output?.timer = context.eventLoop.scheduleTask(deadline: deadline) { bound.value.timerFired() }
     }
 
     // MARK: Writing
 
-    func write(_ frame: IMFrame) {
+    private func write(_ frame: IMFrame) {
         guard let context = output?.context else { return }
         // Taken out while it grows: a copy left behind would make it copy its storage.
         var buffer = output?.pending.take() ?? context.channel.allocator.buffer(capacity: 256)
@@ -350,29 +360,17 @@ final class DeviceConnection: ChannelDuplexHandler {
         }
     }
 
-    /// Sends a message with the next sequence number.
-    func send(_ message: IMMessage, sessionID: UInt16? = nil) {
-        write(message.frame(sequence: machine.nextSequence(), timestamp: unixSeconds(), sessionID: sessionID ?? machine.sessionID))
-    }
-
-    func flushIfNeeded() {
+    private func flush() {
         guard let context = output?.context, let pending = output?.pending.take() else { return }
         context.writeAndFlush(wrapOutboundOut(pending), promise: nil)
     }
 
-    /// Writes `frame` (after what is pending) and closes the channel once it is out.
-    func writeThenClose(_ frame: IMFrame) {
+    /// Writes `farewell` (after what is pending) and closes the channel once it is out.
+    private func close(after farewell: IMFrame?) {
         guard let context = output?.context else { return }
-        write(frame)
+        if let farewell { write(farewell) }
         let last = output?.pending.take() ?? context.channel.allocator.buffer(capacity: 0)
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(last)).whenComplete { _ in channel.close(promise: nil) }
-    }
-
-    /// The stream is no longer framed: say why, then close.
-    func closeOnMalformedFrame(_ error: IMWireError) {
-        logger.notice("closing on a malformed frame", metadata: ["error": "\(error)"])
-        cancelTimer()
-        writeThenClose(error.errorFrame(sequence: machine.nextSequence(), timestamp: unixSeconds()))
     }
 }

@@ -48,7 +48,7 @@ extension DeviceRequests {
     /// A stored entry as a record of a page: the DELIVERY items the user's device would have
     /// got (CARBON for what the user sent), or `nil` for one that cannot be read.
     private func record(_ entry: StoredEntry) -> ChatDelivery? {
-        guard var delivery = DeviceConnection.replay(entry, to: session.user) else { return nil }
+        guard var delivery = ConnectionStateMachine.replay(entry, to: session.user) else { return nil }
         delivery.archived = false
         return delivery
     }

@@ -19,8 +19,8 @@ struct DeviceRequests: Sendable {
         case unwatch([String])
         case shareStart(LocationShareStart)
         case shareStop
-        /// A position (already checked against the share and the rate limit).
-        case locationUpdate(LocationUpdate, expiry: UInt32)
+        /// A position (already past the rate limit): checked against the share (PROTOCOL.md 6.7).
+        case locationUpdate(LocationUpdate)
         case locationWatch([String])
         case locationUnwatch([String])
         case subscribe(Subscribe)
@@ -139,8 +139,14 @@ struct DeviceRequests: Sendable {
             shares.stop(sharer: me)
             try await session.clearShare()
             reply(Ack(sequence: header.sequence), to: header)
-        case .locationUpdate(let update, let expiry):
-            try await session.publishLocation(update, expiry: expiry)
+        case .locationUpdate(let update):
+            let location = context.configuration.location
+            guard let share = shares.isSharing(me) else {
+                return reply(Ack.refusing(sequence: header.sequence, code: .forbidden, message: "start sharing first"), to: header)
+            }
+            // Shares expire on the wall clock (every gateway sees the same expiry).
+            let left = UInt32(share.remaining(now: Date.now.timeIntervalSince1970).rounded(.up))
+            try await session.publishLocation(update, expiry: min(UInt32(clamping: location.retainExpiry), left))
             reply(Ack(sequence: header.sequence), to: header)
         case .locationWatch(let users):
             for user in users { try IMIdentifier.validate(user, kind: .user) }

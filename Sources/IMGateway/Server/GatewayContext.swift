@@ -167,9 +167,8 @@ final class GatewayStatistics: Sendable {
     /// its ACK (stored, published, the broker's PUBACK).
     private let chatLatency = Mutex(LatencyWindow())
 
-    /// A chat taken at `start` was ACKed now.
-    func chatAcknowledged(since start: NIODeadline) {
-        let now = NIODeadline.now()
+    /// A chat taken at `start` was ACKed at `now`.
+    func chatAcknowledged(since start: NIODeadline, now: NIODeadline) {
         let microseconds = UInt64(max(0, (now - start).nanoseconds / 1000))
         let second = Int64(now.uptimeNanoseconds / 1_000_000_000)
         chatLatency.withLock { $0.record(microseconds: microseconds, second: second) }
@@ -231,9 +230,9 @@ actor SessionRegistry {
         let id: UInt64
         /// When the token the device logged in with was issued (Unix seconds), if it says.
         let issuedAt: Int64?
-        /// Makes the connection end the way the event says (a newer login of the device, the
+        /// Makes the connection end the way the reason says (a newer login of the device, the
         /// backend's disconnect): KICK, close, end the MQTT side; returns once it has.
-        let end: @Sendable (ConnectionStateMachine.Event) async -> Void
+        let end: @Sendable (ConnectionStateMachine.LeaveReason) async -> Void
     }
 
     private var nextID: UInt64 = 0
@@ -241,7 +240,7 @@ actor SessionRegistry {
     /// Registers a new login; an older connection of the same device is told to leave
     /// first (it sends a KICK and closes) and awaited. Returns the registration id.
     func register(
-        user: String, device: String, issuedAt: Int64?, end: @escaping @Sendable (ConnectionStateMachine.Event) async -> Void
+        user: String, device: String, issuedAt: Int64?, end: @escaping @Sendable (ConnectionStateMachine.LeaveReason) async -> Void
     ) async -> UInt64 {
         nextID += 1
         let id = nextID

@@ -162,7 +162,7 @@ public final class GatewayServer: Service, Sendable {
                     // (It encodes its frames itself.)
                     DeviceConnection(
                         gateway: context, acceptance: acceptance, peer: child.remoteAddress?.description ?? "?",
-                        now: child.eventLoop.now, admission: ticket, transport: transport),
+                        admission: ticket, transport: transport),
                 ])
             } catch {
                 // No handler will report the close (a peer gone already): the

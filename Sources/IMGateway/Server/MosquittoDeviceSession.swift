@@ -81,10 +81,15 @@ final class MosquittoDeviceSession: DeviceSession {
     func attach(to mailbox: ConnectionMailbox) async {
         let topics = self.topics
         let context = self.context
+        let user = self.user
         await client.deliverMessages { message in
             let kind = topics.classify(message.topic)
             switch kind {
-            case .inbox, .receipts, .location, .signal:
+            case .location(let sharer):
+                // Checked at each position: a stopped or expired share (or one whose audience
+                // changed) stops the stream at once.
+                guard context.isFromAGateway(message), context.shares.canWatch(watcher: user, sharer: sharer) else { return .now }
+            case .inbox, .receipts, .signal:
                 guard context.isFromAGateway(message) else { return .now }
             default:
                 break
