@@ -160,6 +160,31 @@ struct WebSocketUpgradePolicyTests {
         #expect(status(policy(["*"]).decide(request(origin: "http://anything.example"))) == 101)
     }
 
+    @Test("development mode answers only requests to a loopback host (DNS rebinding): 403 for any other Host or none, whatever the path")
+    func developmentHost() {
+        let development = WebSocketUpgradePolicy(settings: .init(enabled: true, path: "/im", development: true), tls: false)
+        for host in ["localhost:6980", "LOCALHOST", "localhost.", "app.localhost:6980", "127.0.0.1:6980", "127.1.2.3", "[::1]:6980", "[::1]"] {
+            #expect(status(development.decide(request(host: host))) == 101, "\(host)")
+            #expect(development.refuseHost(host) == nil, "\(host)")
+        }
+        for host: String? in [
+            "rebind.example:6980", "gw.example.com", "localhost.example.com", "127.0.0.1.example.com", "128.0.0.1", "127.0.0.256",
+            "[::2]", "[::1]x", "localhost:x", "local host", "", nil,
+        ] {
+            #expect(status(development.decide(request(host: host))) == 403, "\(host ?? "no Host")")
+            #expect(status(development.decide(request("/other", host: host))) == 403, "before the path is looked at")
+        }
+        // The rebinding page: its own origin under its own name.
+        let rebinding = request(origin: "http://rebind.example:6980", host: "rebind.example:6980")
+        guard case .refuse(403, "host_not_allowed", let message) = development.decide(rebinding) else {
+            Issue.record("the rebinding request was not refused: \(development.decide(rebinding))")
+            return
+        }
+        #expect(message.contains("loopback"))
+        // Out of development mode the Host is the listener's business (a proxy's name, say).
+        #expect(status(policy().decide(request(host: "rebind.example:6980"))) == 101)
+    }
+
     @Test("the subprotocol must be offered, among others or alone; else 400")
     func subprotocol() {
         #expect(status(policy().decide(request(protocols: []))) == 400)

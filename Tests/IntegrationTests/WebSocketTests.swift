@@ -105,6 +105,40 @@ struct WebSocketTests {
         await gateway.stop()
     }
 
+    @Test("development mode refuses a Host that is not loopback (DNS rebinding): 403 with a JSON body for /dev/token, the page and the upgrade; localhost and 127.0.0.1 still work")
+    func developmentRebinding() async throws {
+        let gateway = try await Self.gateway { $0.listen.websocket.development = true }
+        let ws = try #require(await gateway.server.websocket?.localAddress().port)
+        func get(_ path: String, host: String, origin: String? = nil, headers: [String] = []) async throws -> (status: String, body: String) {
+            var arguments = ["-sS", "-w", "\n%{http_code}", "-H", "Host: \(host)"]
+            if let origin { arguments += ["-H", "Origin: \(origin)"] }
+            for header in headers { arguments += ["-H", header] }
+            let output = try await run("/usr/bin/curl", arguments + ["http://127.0.0.1:\(ws)\(path)"])
+            let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+            return (String(lines.last ?? ""), lines.dropLast().joined(separator: "\n"))
+        }
+        // The request of the report: a page whose name resolves to 127.0.0.1 asks for a token.
+        let rebound = try await get("/dev/token?user=alice", host: "rebind.example:\(ws)", origin: "http://rebind.example:\(ws)")
+        #expect(rebound.status == "403")
+        let json = try JSONSerialization.jsonObject(with: Data(rebound.body.utf8)) as? [String: Any]
+        #expect(json?["error"] as? String == "host_not_allowed", "\(rebound.body)")
+        #expect(!rebound.body.contains("token\""), "no token")
+        #expect(try await get("/", host: "rebind.example:\(ws)").status == "403", "nor the page")
+        let upgrade = try await get("/im", host: "rebind.example:\(ws)", origin: "http://rebind.example:\(ws)", headers: [
+            "Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Protocol: imgw.tlv.v1",
+        ])
+        #expect(upgrade.status == "403", "nor the WebSocket upgrade")
+        // A developer's browser on the machine.
+        for host in ["localhost:\(ws)", "127.0.0.1:\(ws)"] {
+            let token = try await get("/dev/token?user=alice", host: host, origin: "http://\(host)")
+            #expect(token.status == "200", "\(host): \(token.body)")
+            #expect(token.body.contains("\"token\""))
+        }
+        #expect(try await get("/", host: "localhost:\(ws)").status == "200")
+        await gateway.stop()
+    }
+
     @Test("catching up over WebSocket: what a browser missed while closed comes first at its next login, in order, once")
     func catchUp() async throws {
         let gateway = try await Self.gateway()

@@ -22,6 +22,8 @@ enum WebSocketListener {
         let configuration = context.configuration
         let settings = configuration.listen.websocket
         let router = Router(context: GatewayRequestContext.self)
+        let policy = WebSocketUpgradePolicy(settings: settings, tls: tls != nil)
+        if settings.development { router.add(middleware: DevelopmentHostMiddleware(policy: policy)) }
         router.get("imclient.js") { _, _ in Response.asset(WebAssets.client) }
         if settings.development {
             // The page learns where to connect from a meta tag: the path is the listener's.
@@ -56,7 +58,6 @@ enum WebSocketListener {
                 }
             }
         }
-        let policy = WebSocketUpgradePolicy(settings: settings, tls: tls != nil)
         let maxFrameSize = configuration.limits.maxBodyLength + IMWire.headerLength
         let markCloseOnExec = configuration.broker.libmosquittoInternals
         let builder = HTTPServerBuilder { responder in
