@@ -26,7 +26,7 @@ struct LibmosquittoHandle: @unchecked Sendable {
         try mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, configuration.protocolVersion.rawValue).check()
         try mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1).check()
         if configuration.protocolVersion == .v5 {
-            try mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.receiveMaximum)).check()
+            try mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.advertisedReceiveMaximum)).check()
         }
         if configuration.username != nil || configuration.password != nil {
             try mosquitto_username_pw_set(mosq, configuration.username, configuration.password).check()
@@ -62,7 +62,7 @@ struct LibmosquittoHandle: @unchecked Sendable {
         if configuration.protocolVersion == .v5 {
             // The CONNECT built below advertises this value (a previous connect left
             // libmosquitto's own limit raised, see `tolerateReceiveMaximumOverrun`).
-            let rc = mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.receiveMaximum))
+            let rc = mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.advertisedReceiveMaximum))
             if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) { return rc }
         }
         let rc = connectAsync(configuration)

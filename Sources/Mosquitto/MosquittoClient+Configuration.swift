@@ -32,11 +32,41 @@ extension MosquittoClient {
         /// slot, so libmosquitto's unbounded queue never grows past this. Default 128.
         public var maxInflightPublishes: Int
         /// v5 receive maximum advertised to the broker (QoS 1/2 it may send us
-        /// unacknowledged). Default 20, libmosquitto's. Advertised only: mosquitto 2.0.11
-        /// exceeds it once messages queue up for the client, so with libmosquitto 2.0 the
-        /// client accepts more rather than dropping the connection (see
-        /// `MosquittoClient.tolerateReceiveMaximumOverrun`).
-        public var receiveMaximum: UInt16
+        /// unacknowledged). Default 20, libmosquitto's.
+        ///
+        /// mosquitto 2.0.11 exceeds it at QoS 2 once messages queue up for the client
+        /// (upstream #2301), and libmosquitto 2.0 enforces what it advertises by closing the
+        /// connection. With libmosquitto's internals (``MosquittoLibrary/Internal/receiveMaximumOverrun``)
+        /// the client accepts more than it advertises instead. Without them (the public API
+        /// only), a client that leaves this at its default advertises 65,535, which no broker
+        /// overruns; one that sets it advertises it, and its subscriptions ask for QoS 1 at
+        /// most (a QoS 2 one is granted QoS 1: at least once, the application de-duplicates),
+        /// because libmosquitto 2.0 ends a connection whose QoS 2 quota the broker overruns and
+        /// then hands over the session's in-flight messages again at each reconnect.
+        public var receiveMaximum: UInt16 {
+            get { requestedReceiveMaximum ?? Self.defaultReceiveMaximum }
+            set { requestedReceiveMaximum = newValue }
+        }
+
+        /// The receive maximum set, if one was.
+        var requestedReceiveMaximum: UInt16?
+        static let defaultReceiveMaximum: UInt16 = 20
+
+        /// What CONNECT advertises: ``receiveMaximum``, unless libmosquitto cannot tolerate
+        /// a broker's overrun of it and none was set (then 65,535).
+        var advertisedReceiveMaximum: UInt16 {
+            if requestedReceiveMaximum == nil && !MosquittoLibrary.internals.contains(.receiveMaximumOverrun) { return .max }
+            return receiveMaximum
+        }
+
+        /// The highest QoS a subscription asks for: QoS 1 when a receive maximum the
+        /// application set is enforced by libmosquitto as is (the internals off), because a
+        /// broker that overruns it at QoS 2 (mosquitto 2.0.11) ends the connection, and the
+        /// session's messages then come again as duplicates at every reconnect; QoS 1 never
+        /// runs out of libmosquitto's quota (it comes back as the PUBACK is queued).
+        var subscriptionQoSLimit: QoS {
+            requestedReceiveMaximum != nil && !MosquittoLibrary.internals.contains(.receiveMaximumOverrun) ? .atLeastOnce : .exactlyOnce
+        }
         /// How received QoS 1 messages are acknowledged to the broker.
         public var acknowledgement: Acknowledgement
         /// Give up on a connect without CONNACK after this many seconds. Default 10.
@@ -76,7 +106,7 @@ extension MosquittoClient {
             self.tls = nil
             self.will = nil
             self.maxInflightPublishes = 128
-            self.receiveMaximum = 20
+            self.requestedReceiveMaximum = nil
             self.acknowledgement = .automatic
             self.connectTimeout = 10
             self.receivesProperties = true

@@ -464,9 +464,11 @@ public actor MosquittoClient {
         }
         // libmosquitto takes one QoS and one option set per SUBSCRIBE: group by them.
         var groups: [(key: Subscription, indices: [Int])] = []
+        let maximumQoS = configuration.subscriptionQoSLimit
         for (index, subscription) in subscriptions.enumerated() {
             var key = subscription
             key.filter = ""
+            key.qos = min(key.qos, maximumQoS)
             if let group = groups.firstIndex(where: { $0.key == key }) {
                 groups[group].indices.append(index)
             } else {

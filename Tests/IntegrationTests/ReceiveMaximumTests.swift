@@ -58,6 +58,77 @@ struct ReceiveMaximumTests {
         await subscriber.close()
     }
 
+    /// The public API alone cannot lift libmosquitto's own limit below what CONNECT
+    /// advertises, so a client that did not ask for a receive maximum advertises 65,535 there
+    /// (with the internals it advertises 20 and accepts more): either way a QoS 2 subscriber
+    /// with a backlog far above the broker's window gets all of it, and its connection stays.
+    /// (Found as a QoS 2 message that never arrived: the internals-off leg of make test, a
+    /// backlog under load, the subscriber's connection closed by its own libmosquitto.)
+    @Test("a QoS 2 subscriber that leaves the receive maximum at its default gets a backlog of 300 in order, once, and stays connected")
+    func defaultReceiveMaximumTakesABacklog() async throws {
+        let broker = try await TestBroker.start()
+        let total = 300
+        let id = "backlog-\(UInt32.random(in: 0...UInt32.max))"
+        let subscriber = makeClient(broker, id: id) {
+            $0.cleanStart = false
+            $0.sessionExpiryInterval = 600
+        }
+        let events = Collector(subscriber.events)
+        let inbox = try await connected(subscriber)
+        try await subscriber.subscribe("backlog/#", qos: .exactlyOnce)
+        try await subscriber.disconnect()
+        let publisher = makeClient(broker) { $0.maxInflightPublishes = 100 }
+        try await publisher.connect()
+        var tickets: [MosquittoClient.PublishTicket] = []
+        for index in 0..<total { tickets.append(try await publisher.startPublish(topic: "backlog/x", payload: Array("\(index)".utf8), qos: .exactlyOnce)) }
+        for ticket in tickets { try await publisher.completion(of: ticket) }
+        await publisher.close()
+
+        #expect(try await subscriber.connect().sessionPresent)
+        for index in 0..<total {
+            #expect(try await inbox.next(within: 10, "message \(index)").payloadString == "\(index)")
+        }
+        #expect(await subscriber.state == .connected)
+        let drops = await events.pending.filter { if case .disconnected(let reason) = $0 { reason != .normal } else { false } }
+        #expect(drops.isEmpty, "the connection dropped: \(drops)")
+        await subscriber.close()
+    }
+
+    /// Without the internals, a receive maximum the application sets is what libmosquitto
+    /// enforces, and the 2.0.11 broker's QoS 2 overrun would end the connection (and, at each
+    /// reconnect, hand the session's in-flight messages over again): such a client's
+    /// subscriptions ask for QoS 1 at most, which never runs out of the quota.
+    @Test("without the internals, a set receive maximum: a QoS 2 subscription is granted QoS 1, and a backlog far above the window arrives in order, once, the connection staying",
+          .enabled(if: MosquittoLibrary.internalsDisabled, "with the internals the overrun is absorbed (brokerOverrunsReceiveMaximum)"))
+    func setReceiveMaximumWithoutInternals() async throws {
+        let broker = try await TestBroker.start()
+        let window = 5
+        let total = 20 * window
+        let id = "overrun-public-\(UInt32.random(in: 0...UInt32.max))"
+        let subscriber = makeClient(broker, id: id) {
+            $0.cleanStart = false
+            $0.sessionExpiryInterval = 600
+            $0.receiveMaximum = UInt16(window)
+        }
+        let events = Collector(subscriber.events)
+        let inbox = try await connected(subscriber)
+        #expect(try await subscriber.subscribe("overrun/#", qos: .exactlyOnce) == .atLeastOnce)
+        try await subscriber.disconnect()
+        let publisher = makeClient(broker)
+        try await publisher.connect()
+        for index in 0..<total { try await publisher.publish(topic: "overrun/x", payload: Array("\(index)".utf8), qos: .exactlyOnce) }
+        await publisher.close()
+
+        #expect(try await subscriber.connect().sessionPresent)
+        for index in 0..<total {
+            #expect(try await inbox.next(within: 10, "message \(index)").payloadString == "\(index)")
+        }
+        #expect(await subscriber.state == .connected)
+        let drops = await events.pending.filter { if case .disconnected(let reason) = $0 { reason != .normal } else { false } }
+        #expect(drops.isEmpty, "the connection dropped: \(drops)")
+        await subscriber.close()
+    }
+
     /// The overrun is absorbed locally only: CONNECT still advertises the configured
     /// receive maximum, so the broker's normal flow control (what bounds the messages
     /// piling up while acknowledgements are held, for ack-through) stays.
