@@ -137,7 +137,7 @@ release-check: deps
 	BIN=$$($(SWIFT) build -c release --show-bin-path); python3 scripts/tls-across-awaits $$BIN/imgw $$BIN/imcli
 
 unit-test: test-deps
-	$(WATCHDOG) $(SWIFT) test --filter '^(MosquittoTests|IMWireTests|IMGatewayTests|IMClientTests|FaultProxyTests)\.'
+	$(WATCHDOG) $(SWIFT) test --filter '^(MosquittoTests|IMWireTests|IMGatewayTests|IMClientTests|FaultProxyTests|AsyncToolkitTests|IMArchiveTests|imbenchTests)\.'
 
 integration-test: test-deps
 	$(WATCHDOG) $(SWIFT) test --filter IntegrationTests

@@ -97,7 +97,7 @@ final class PushNotifier: Sendable {
             break
         case .full:
             let dropped = statistics.dropped.add(1, ordering: .relaxed).newValue
-            if dropped.isPowerOfTwo {
+            if dropped.nonzeroBitCount == 1 {
                 logger.warning(
                     "offline push: the queue is full, a notification was dropped",
                     metadata: ["to": "\(notification.to)", "id": "\(notification.id)", "queue": "\(settings.queue)", "dropped": "\(dropped)"])
@@ -212,14 +212,14 @@ final class PushNotifier: Sendable {
             statistics.delivered.add(1, ordering: .relaxed)
         case .retry(let time):
             let retries = statistics.retries.add(1, ordering: .relaxed).newValue
-            if retries.isPowerOfTwo, case .failed(let reason, _) = outcome {
+            if retries.nonzeroBitCount == 1, case .failed(let reason, _) = outcome {
                 logger.warning(
                     "offline push: the webhook failed, retrying",
                     metadata: metadata.merging(["reason": "\(reason)", "retry-in": "\(Int(time - Self.now() + 0.5)) s", "retries": "\(retries)"]) { $1 })
             }
         case .gaveUp(let reason):
             let failed = statistics.failed.add(1, ordering: .relaxed).newValue
-            if failed.isPowerOfTwo {
+            if failed.nonzeroBitCount == 1 {
                 logger.error("offline push: gave a notification up", metadata: metadata.merging(["reason": "\(reason)", "failed": "\(failed)"]) { $1 })
             }
         }

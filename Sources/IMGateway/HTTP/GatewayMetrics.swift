@@ -7,7 +7,7 @@ import Synchronization
 
 /// The gateway's metrics, refreshed from its counters at each scrape: levels as gauges,
 /// running totals (`*_total`) as Prometheus counters.
-final class MetricsGauges: Sendable {
+final class GatewayMetrics: Sendable {
     let prometheus: PrometheusCollectorRegistry
     /// Levels: set to the value at each scrape.
     private let gauges: [(Gauge, @Sendable () -> Double)]
@@ -16,7 +16,7 @@ final class MetricsGauges: Sendable {
     /// What each of ``counters`` stood at when last exported.
     private let exported: Mutex<[Double]>
 
-    init(statistics: GatewayStatistics, registry: SessionRegistry, archive: MessageArchive? = nil) {
+    init(statistics: GatewayStatistics, archive: MessageArchive? = nil) {
         let prometheus = PrometheusCollectorRegistry()
         self.prometheus = prometheus
         func descriptor(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
@@ -126,12 +126,12 @@ final class MetricsGauges: Sendable {
 extension HTTPEndpoint {
     /// `GET /metrics`: the gateway's counters in the Prometheus text format (other paths 404).
     static func metrics(host: String, port: Int, context: GatewayContext) -> HTTPEndpoint {
-        let gauges = MetricsGauges(statistics: context.statistics, registry: context.registry, archive: context.archive)
+        let metrics = GatewayMetrics(statistics: context.statistics, archive: context.archive)
         let router = Router(context: GatewayRequestContext.self)
         router.get("metrics") { _, _ in
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                body: ResponseBody(byteBuffer: ByteBuffer(bytes: gauges.render())))
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.render())))
         }
         return HTTPEndpoint(name: "metrics", host: host, port: port, router: router, logger: context.logger)
     }
