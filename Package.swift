@@ -69,6 +69,10 @@ let package = Package(
         // its own tests; it depends on nothing.
         .target(name: "AsyncToolkit"),
 
+        // Child processes (spawned with only stdin, stdout and stderr inherited, their output
+        // read, their exit awaited): the embedded broker, PostgreSQL for the tests and imbench.
+        .target(name: "ChildProcesses", dependencies: ["AsyncToolkit", "CProcessShims"]),
+
         // The libmosquitto wrapper: knows only CMosquitto (and the internal AsyncToolkit).
         .target(name: "Mosquitto", dependencies: ["CMosquitto", "CMosquittoIO", "AsyncToolkit"]),
 
@@ -87,6 +91,18 @@ let package = Package(
             name: "IMGatewayAPI",
             dependencies: [.product(name: "OpenAPIRuntime", package: "swift-openapi-runtime")],
             exclude: ["openapi-generator-config.yaml"]
+        ),
+
+        // What a gateway is configured with and names things by: its configuration file,
+        // the topic layout, identifiers, development tokens, its version. Small (no MQTT, no
+        // archive, no HTTP server), so that the command-line client links only this of it.
+        .target(
+            name: "IMGatewayConfig",
+            dependencies: [
+                "IMWire",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+            ]
         ),
 
         // The message archive: every accepted chat stored before its ACK, with an offset per
@@ -122,6 +138,8 @@ let package = Package(
             name: "IMGateway",
             dependencies: [
                 "AsyncToolkit",
+                "ChildProcesses",
+                "IMGatewayConfig",
                 "IMWeb",
                 "IMWire",
                 "IMArchive",
@@ -155,6 +173,7 @@ let package = Package(
             name: "imgw",
             dependencies: [
                 "IMGateway",
+                "IMGatewayConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -188,7 +207,7 @@ let package = Package(
         // for the tests (through IMTestSupport) and the chaos run of imbench.
         .target(
             name: "LocalPostgres",
-            dependencies: ["AsyncToolkit", "IMGateway"]
+            dependencies: ["AsyncToolkit", "ChildProcesses"]
         ),
         // Benchmarks: the gateway against the direct MQTT path in the same run.
         .executableTarget(
@@ -198,6 +217,8 @@ let package = Package(
                 "LocalPostgres",
                 "IMArchive",
                 "IMGateway",
+                "ChildProcesses",
+                "IMGatewayConfig",
                 "IMGatewayAPI",
                 "IMClient",
                 "IMWire",
@@ -213,12 +234,13 @@ let package = Package(
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             ]
         ),
-        // The command-line client (IMGateway only for the configuration and dev tokens).
+        // The command-line client: the client library, and of the gateway only its configuration,
+        // topics and development tokens (no libmosquitto, GRDB, PostgresNIO or Hummingbird).
         .executableTarget(
             name: "imcli",
             dependencies: [
                 "IMClient",
-                "IMGateway",
+                "IMGatewayConfig",
                 "IMGatewayAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -261,6 +283,7 @@ let package = Package(
             name: "IMGatewayTests",
             dependencies: [
                 "IMGateway",
+                "IMGatewayConfig",
                 "IMArchive",
                 "IMGatewayAPI",
                 "IMWire",
@@ -293,6 +316,8 @@ let package = Package(
                 "CProcessShims",
                 "IMWire",
                 "IMGateway",
+                "IMGatewayConfig",
+                "ChildProcesses",
                 "IMClient",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -313,6 +338,8 @@ let package = Package(
                 "CProcessShims",
                 "IMWire",
                 "IMGateway",
+                "IMGatewayConfig",
+                "ChildProcesses",
                 "IMArchive",
                 "IMClient",
                 "FaultProxy",

@@ -1,6 +1,6 @@
 import AsyncToolkit
 import Foundation
-import IMGateway
+import ChildProcesses
 import Synchronization
 
 #if canImport(Glibc)

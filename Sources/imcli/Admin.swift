@@ -2,7 +2,7 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import HTTPTypes
-import IMGateway
+import IMGatewayConfig
 import IMGatewayAPI
 import OpenAPIAsyncHTTPClient
 import OpenAPIRuntime

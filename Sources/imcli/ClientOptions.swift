@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import IMClient
-import IMGateway
+import IMGatewayConfig
 
 /// Options every connecting command shares: who to log in as, where, and how to print.
 struct ClientOptions: ParsableArguments {

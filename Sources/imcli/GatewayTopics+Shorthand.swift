@@ -1,4 +1,4 @@
-import IMGateway
+import IMGatewayConfig
 
 extension GatewayTopics {
     /// A topic or filter as given to `imcli pub` and `imcli sub`: one under the gateway's

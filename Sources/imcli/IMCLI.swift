@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import IMGateway
+import IMGatewayConfig
 
 /// `imcli`: talk to an IMGateway from a terminal, for development and debugging.
 @main

@@ -1,5 +1,5 @@
 import ArgumentParser
-import IMGateway
+import IMGatewayConfig
 
 /// `imcli token USER`: a development token.
 struct Token: AsyncParsableCommand {

@@ -45,7 +45,7 @@ struct Serve: AsyncParsableCommand {
             configuration.listen.host = String(parts[0])
             configuration.listen.port = port
         }
-        try configuration.validate()
+        try configuration.validateForGateway()
         // Before anything uses NIO's shared event loops (NIO's own environment variable,
         // if set, wins).
         if ProcessInfo.processInfo.environment["NIO_SINGLETON_GROUP_LOOP_COUNT"] == nil {
@@ -94,7 +94,7 @@ struct CheckConfig: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try options.load()
-        try configuration.validate()
+        try configuration.validateForGateway()
         for warning in configuration.warnings() {
             print("warning: \(warning)")
         }

@@ -118,6 +118,22 @@ struct GatewayConfigurationTests {
         #expect(config.problems().map(\.description) == ["archive.max_per_conversation: -1 is not in 0...100000000"])
     }
 
+    @Test("archive.url: required with postgres; its syntax is checked by what imgw runs (validateForGateway), its password never shown")
+    func postgresURL() throws {
+        var config = GatewayConfiguration.defaults
+        config.archive.store = .postgres
+        #expect(config.problems().map(\.description) == ["archive.url: (missing) is required with archive.store postgres"])
+        config.archive.url = "mysql://imgw:s3cret@db/im"
+        // The configuration module alone does not know PostgreSQL's URL grammar; the gateway does.
+        #expect(config.problems() == [])
+        let error = #expect(throws: GatewayConfigurationError.self) { try config.validateForGateway() }
+        let text = error.map { "\($0)" } ?? ""
+        #expect(text.contains("archive.url") && text.contains("is not a PostgreSQL URL"), "\(text)")
+        #expect(!text.contains("s3cret"), "\(text)")
+        config.archive.url = "postgres://imgw:s3cret@db:5432/im"
+        try config.validateForGateway()
+    }
+
     @Test("listen.websocket: off by default; its keys parsed; a bad path, origin or development off loopback is a problem")
     func websocket() throws {
         #expect(!GatewayConfiguration.defaults.listen.websocket.enabled)

@@ -3,6 +3,7 @@ import IMWire
 import Testing
 
 @testable import IMGateway
+@testable import IMGatewayConfig
 
 @Suite("IMIdentifier")
 struct IMIdentifierTests {

@@ -3,6 +3,7 @@ import IMWire
 import Testing
 
 @testable import IMGateway
+@testable import IMGatewayConfig
 
 @Suite("Token verification")
 struct TokenVerifierTests {

@@ -1,3 +1,4 @@
+import ChildProcesses
 import AsyncToolkit
 import Foundation
 import IMGateway

@@ -16,17 +16,6 @@ struct VerifiedClaims: JWTPayload {
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
 
-/// The claims ``TokenMinter`` writes: integer NumericDates.
-struct MintedClaims: JWTPayload {
-    var sub: String
-    var exp: Int64
-    var iat: Int64
-    var iss: String?
-    var device: String?
-
-    func verify(using algorithm: some JWTAlgorithm) async throws {}
-}
-
 /// The protected header, read before verification to insist on HS256.
 struct TokenHeader: Decodable {
     var alg: String?

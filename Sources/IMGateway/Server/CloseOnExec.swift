@@ -1,3 +1,4 @@
+import ChildProcesses
 import NIOCore
 
 #if canImport(Glibc)

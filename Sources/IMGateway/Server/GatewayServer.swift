@@ -1,3 +1,4 @@
+import ChildProcesses
 import IMArchive
 import IMWire
 import Logging

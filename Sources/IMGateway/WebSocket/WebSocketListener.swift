@@ -12,7 +12,7 @@ import NIOSSL
 /// (`GET /dev/token?user=USER[&device=DEVICE]`).
 enum WebSocketListener {
     /// The paths of the files and development endpoints it serves: the upgrade path is none of them.
-    static let pagePaths: Set<String> = ["/", "/imclient.js", "/chat.html", "/chat.js", "/chat.css", "/dev/token"]
+    static let pagePaths = GatewayConfiguration.WebSocketSettings.pagePaths
 
     /// The listener, serving devices through `install` (which adds a device's handlers to an
     /// upgraded channel).

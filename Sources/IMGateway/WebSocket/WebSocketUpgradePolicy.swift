@@ -117,32 +117,9 @@ struct WebSocketUpgradePolicy: Sendable {
     }
 
     /// `scheme://host[:port]` in lower case, without the scheme's default port, or nil if
-    /// `origin` is not one (a path, a query, user info or another scheme than http, https).
+    /// `origin` is not one (``GatewayConfiguration/WebSocketSettings/normalizedOrigin(_:)``).
     static func normalizedOrigin(_ origin: String) -> String? {
-        let lower = origin.lowercased()
-        let scheme: String
-        let defaultPort: String
-        if lower.hasPrefix("http://") {
-            (scheme, defaultPort) = ("http", "80")
-        } else if lower.hasPrefix("https://") {
-            (scheme, defaultPort) = ("https", "443")
-        } else {
-            return nil
-        }
-        var authority = Substring(lower.dropFirst(scheme.count + 3))
-        if authority.hasSuffix("/") { authority = authority.dropLast() }
-        guard !authority.isEmpty, !authority.contains(where: { "/?#@ ".contains($0) }) else { return nil }
-        // The port: after the last colon, unless that colon is inside an IPv6 literal.
-        var host = authority
-        var port: Substring?
-        if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]") {
-            host = authority[..<colon]
-            port = authority[authority.index(after: colon)...]
-            guard let digits = port, !digits.isEmpty, digits.allSatisfy(\.isASCII), UInt16(digits) != nil else { return nil }
-        }
-        guard !host.isEmpty else { return nil }
-        if let port, port != Substring(defaultPort) { return "\(scheme)://\(host):\(port)" }
-        return "\(scheme)://\(host)"
+        GatewayConfiguration.WebSocketSettings.normalizedOrigin(origin)
     }
 }
 

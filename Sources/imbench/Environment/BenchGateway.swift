@@ -1,3 +1,4 @@
+import ChildProcesses
 import Foundation
 import IMGateway
 
@@ -90,7 +91,7 @@ final class BenchGateway: Sendable {
         let webSocketPort = webSocket ? HostPort.freeLoopbackPort() : nil
         let text = configuration(broker: broker, listen: port, webSocket: webSocketPort, secret: secret, gatewayID: gatewayID, extraLines: extraLines)
         do {
-            try GatewayConfiguration.parse(yaml: text).validate()
+            try GatewayConfiguration.parse(yaml: text).validateForGateway()
         } catch {
             throw BenchError("the imgw configuration imbench wrote is invalid: \(error)")
         }

@@ -84,7 +84,7 @@ public struct GatewayTopics: Sendable, Hashable {
     /// `{prefix}/$ctl/marker/{client}`: where one of the gateway's own MQTT clients
     /// publishes a marker to itself (it comes back after the retained messages of the
     /// subscriptions made before it); `/` in the client id becomes `_`.
-    func marker(clientID: String) -> String {
+    package func marker(clientID: String) -> String {
         "\(self.prefix)/$ctl/marker/\(clientID.replacingOccurrences(of: "/", with: "_"))"
     }
 

@@ -9,7 +9,7 @@ extension HMACKey {
     /// HMAC pads any key shorter than the hash's 64-byte block with zero bytes (RFC 2104), so
     /// padding the secret to 32 bytes ourselves yields exactly the same signatures. Short
     /// secrets stay weak: ``GatewayConfiguration/warnings()`` says so.
-    static func gatewayKey(secret: String) -> HMACKey {
+    package static func gatewayKey(secret: String) -> HMACKey {
         var bytes = Array(secret.utf8)
         if bytes.count < 32 { bytes += Array(repeating: 0, count: 32 - bytes.count) }
         return HMACKey(from: bytes)

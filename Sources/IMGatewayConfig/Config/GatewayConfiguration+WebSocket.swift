@@ -54,6 +54,38 @@ extension GatewayConfiguration {
             self.development = try c.value(.development, or: d.development)
         }
 
+        /// The paths of the pages the listener serves beside its upgrade path.
+        package static let pagePaths: Set<String> = ["/", "/imclient.js", "/chat.html", "/chat.js", "/chat.css", "/dev/token"]
+
+        /// `scheme://host[:port]` in lower case, without the scheme's default port, or nil if
+        /// `origin` is not one (a path, a query, user info or another scheme than http, https).
+        package static func normalizedOrigin(_ origin: String) -> String? {
+            let lower = origin.lowercased()
+            let scheme: String
+            let defaultPort: String
+            if lower.hasPrefix("http://") {
+                (scheme, defaultPort) = ("http", "80")
+            } else if lower.hasPrefix("https://") {
+                (scheme, defaultPort) = ("https", "443")
+            } else {
+                return nil
+            }
+            var authority = Substring(lower.dropFirst(scheme.count + 3))
+            if authority.hasSuffix("/") { authority = authority.dropLast() }
+            guard !authority.isEmpty, !authority.contains(where: { "/?#@ ".contains($0) }) else { return nil }
+            // The port: after the last colon, unless that colon is inside an IPv6 literal.
+            var host = authority
+            var port: Substring?
+            if let colon = authority.lastIndex(of: ":"), !authority[colon...].contains("]") {
+                host = authority[..<colon]
+                port = authority[authority.index(after: colon)...]
+                guard let digits = port, !digits.isEmpty, digits.allSatisfy(\.isASCII), UInt16(digits) != nil else { return nil }
+            }
+            guard !host.isEmpty else { return nil }
+            if let port, port != Substring(defaultPort) { return "\(scheme)://\(host):\(port)" }
+            return "\(scheme)://\(host)"
+        }
+
         /// The problems of these settings, each naming its key under `listen.websocket.`.
         func check(_ check: inout Checker) {
             guard enabled else { return }
@@ -61,10 +93,10 @@ extension GatewayConfiguration {
             check.port("listen.websocket.port", port, allowZero: true)
             if !path.hasPrefix("/") || path.contains("?") || path.contains("#") || path.contains(" ") {
                 check.fail("listen.websocket.path", path.debugDescription, "is not a path (one that starts with /, without a query)")
-            } else if WebSocketListener.pagePaths.contains(path) {
+            } else if Self.pagePaths.contains(path) {
                 check.fail("listen.websocket.path", path.debugDescription, "is a path of the pages the listener serves")
             }
-            for origin in allowedOrigins where origin != "*" && WebSocketUpgradePolicy.normalizedOrigin(origin) == nil {
+            for origin in allowedOrigins where origin != "*" && Self.normalizedOrigin(origin) == nil {
                 check.fail("listen.websocket.allowed_origins", origin.debugDescription, "is not an origin (scheme://host[:port]) or *")
             }
             if development && !GatewayConfiguration.isLoopback(host) {

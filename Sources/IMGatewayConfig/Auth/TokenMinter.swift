@@ -49,3 +49,14 @@ private struct AnyClaims<Claims: Codable & Sendable>: JWTPayload {
     func encode(to encoder: any Encoder) throws { try self.claims.encode(to: encoder) }
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
+
+/// The claims ``TokenMinter`` writes: integer NumericDates.
+struct MintedClaims: JWTPayload {
+    var sub: String
+    var exp: Int64
+    var iat: Int64
+    var iss: String?
+    var device: String?
+
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}

@@ -1,5 +1,4 @@
 import Foundation
-import IMArchive
 
 extension GatewayConfiguration {
     /// `archive`: the message archive. Every chat the gateway accepts is stored before its
@@ -24,7 +23,16 @@ extension GatewayConfiguration {
         public var path: String
         /// `sync`: `normal` (survives a crash of any process; the default) or `full` (an fsync at
         /// every commit: also survives a power loss).
-        public var sync: SQLiteArchiveStore.Synchronous
+        public var sync: Synchronous
+
+        /// How a SQLite archive's commits reach the disk.
+        public enum Synchronous: String, Codable, Sendable, Hashable, CaseIterable {
+            /// SQLite's `synchronous = NORMAL` in WAL mode: survives a crash of any process, not
+            /// of the machine.
+            case normal
+            /// `synchronous = FULL`: an fsync at every commit; survives a power loss.
+            case full
+        }
         /// `url`: `postgres://USER:PASSWORD@HOST:PORT/DATABASE` (`?sslmode=disable|prefer|require`).
         public var url: String?
         /// `retention`: how long messages are kept, in seconds, or with a unit (`30d`, `12h`,
@@ -49,7 +57,7 @@ extension GatewayConfiguration {
 
         /// Creates archive settings with the defaults (SQLite at the default path).
         public init(
-            store: Store = .sqlite, path: String = GatewayConfiguration.defaultArchivePath(), sync: SQLiteArchiveStore.Synchronous = .normal,
+            store: Store = .sqlite, path: String = GatewayConfiguration.defaultArchivePath(), sync: Synchronous = .normal,
             url: String? = nil, retention: Int = ArchiveSettings.defaultRetention, maxBatch: Int = 512, commitDelayMicroseconds: Int = 500,
             writeTimeout: Int = 5, maxConnections: Int = 8, maxPerConversation: Int = 0
         ) {
@@ -67,13 +75,6 @@ extension GatewayConfiguration {
 
         /// Whether the gateway keeps an archive.
         public var enabled: Bool { store != .none }
-
-        /// What ``MessageArchive`` is told.
-        public var archiveSettings: MessageArchive.Settings {
-            MessageArchive.Settings(
-                maxBatch: maxBatch, commitDelay: .microseconds(commitDelayMicroseconds), writeTimeout: .seconds(writeTimeout),
-                retention: retention > 0 ? .seconds(retention) : nil, maxPerConversation: maxPerConversation > 0 ? maxPerConversation : nil)
-        }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case store, path, sync, url, retention
