@@ -21,7 +21,7 @@ import Synchronization
 /// that ends the session under it fails it at once (``ConnectionWatches``); the pool
 /// connects again by itself once the server is back.
 ///
-/// Tables (``schema``), all named `imgw_*` so that they can share a database with the app's:
+/// Tables (``PostgresSchema``), all named `imgw_*` so that they can share a database with the app's:
 /// `imgw_message` (each body once), `imgw_entry` (a message at an offset of a stream),
 /// `imgw_stream` (each stream's last offset), `imgw_position` (devices' positions),
 /// `imgw_conversation` (each user's conversations: newest message, read marker, unread count),
@@ -90,104 +90,42 @@ public final class PostgresArchiveStore: ArchiveStore {
             client: client, runner: runner, epoch: epoch, endpoint: settings.redacted, leaseTimeout: leaseTimeout, logger: logger)
     }
 
-    /// The tables, created if missing (docs/OPERATIONS.md, "PostgreSQL").
-    static let schema = [
-        "CREATE TABLE IF NOT EXISTS imgw_meta (key text PRIMARY KEY, value text NOT NULL)",
-        """
-        CREATE TABLE IF NOT EXISTS imgw_message (
-          id bigserial PRIMARY KEY, sender text NOT NULL, message_id text NOT NULL,
-          fingerprint bigint NOT NULL, server_time bigint NOT NULL, body bytea NOT NULL,
-          UNIQUE (sender, message_id))
-        """,
-        """
-        CREATE TABLE IF NOT EXISTS imgw_entry (
-          stream text NOT NULL, off bigint NOT NULL, message bigint NOT NULL, origin text,
-          PRIMARY KEY (stream, off))
-        """,
-        "CREATE INDEX IF NOT EXISTS imgw_entry_message ON imgw_entry (message)",
-        "CREATE TABLE IF NOT EXISTS imgw_stream (name text PRIMARY KEY, last bigint NOT NULL)",
-        // Schema 2: group memberships (since null: removed).
-        """
-        CREATE TABLE IF NOT EXISTS imgw_group_member (
-          grp text NOT NULL, user_id text NOT NULL, since bigint,
-          PRIMARY KEY (grp, user_id))
-        """,
-        // Schema 3: each entry's conversation, and each user's conversation list.
-        "ALTER TABLE imgw_entry ADD COLUMN IF NOT EXISTS conversation text",
-        "ALTER TABLE imgw_entry ADD COLUMN IF NOT EXISTS kind text",
-        "ALTER TABLE imgw_message ADD COLUMN IF NOT EXISTS deleted bigint",
-        "CREATE INDEX IF NOT EXISTS imgw_entry_conversation ON imgw_entry (stream, conversation, off)",
-        """
-        CREATE TABLE IF NOT EXISTS imgw_conversation (
-          user_id text NOT NULL, peer text NOT NULL, last_off bigint NOT NULL, last_time bigint NOT NULL,
-          read_through bigint NOT NULL, unread integer NOT NULL,
-          PRIMARY KEY (user_id, peer))
-        """,
-        "CREATE INDEX IF NOT EXISTS imgw_conversation_recent ON imgw_conversation (user_id, last_off)",
-        // How far a cap per conversation has deleted in each stream (schema 3 still: a gateway
-        // that does not know it neither trims nor reads it).
-        "CREATE TABLE IF NOT EXISTS imgw_trimmed (stream text PRIMARY KEY, through bigint NOT NULL)",
-        """
-        CREATE TABLE IF NOT EXISTS imgw_position (
-          user_id text NOT NULL, device text NOT NULL, off bigint NOT NULL, updated bigint NOT NULL,
-          PRIMARY KEY (user_id, device))
-        """,
-    ]
-
-    /// The schema version this imgw writes. Tables of versions 1 (no group memberships) and 2
-    /// (no conversations) are brought to it at start (``historyUpgrade``).
-    static let schemaVersion = "3"
-
-    /// Brings tables of schema 1 or 2 to 3 (the tables and columns are created above): the
-    /// conversation of each entry stored before, from the bodies (imgw writes them as JSON
-    /// with `from`, `to` and `group`), and the conversation lists.
-    static let historyUpgrade = [
-        """
-        UPDATE imgw_entry e SET conversation = CASE
-            WHEN b.doc ->> 'group' IS NOT NULL THEN 'g:' || (b.doc ->> 'group')
-            WHEN e.stream = b.sender THEN 'u:' || (b.doc ->> 'to')
-            ELSE 'u:' || b.sender END
-        FROM (SELECT id, sender, convert_from(body, 'UTF8')::jsonb AS doc FROM imgw_message) b
-        WHERE b.id = e.message AND e.conversation IS NULL
-        """,
-        """
-        INSERT INTO imgw_conversation (user_id, peer, last_off, last_time, read_through, unread)
-        SELECT stream, conversation, max(off), 0, coalesce(max(CASE WHEN origin IS NOT NULL THEN off END), 0), 0
-        FROM imgw_entry WHERE conversation IS NOT NULL GROUP BY stream, conversation
-        ON CONFLICT DO NOTHING
-        """,
-        """
-        UPDATE imgw_conversation c SET
-          last_time = coalesce((SELECT m.server_time FROM imgw_entry e JOIN imgw_message m ON m.id = e.message
-                                WHERE e.stream = c.user_id AND e.off = c.last_off), 0),
-          unread = (SELECT count(*) FROM imgw_entry e WHERE e.stream = c.user_id AND e.conversation = c.peer
-                    AND e.off > c.read_through AND e.origin IS NULL)
-        """,
-    ]
-
-    /// Creates the tables (one gateway at a time: an advisory lock) and returns the epoch.
+    /// Brings the tables to ``PostgresSchema/current`` (one gateway at a time: an advisory
+    /// lock) and returns the epoch. Tables of a newer imgw, or `imgw_*` tables without a
+    /// version, are refused before anything is changed.
     private static func prepare(_ connection: PostgresConnection, logger: Logger) async throws -> ArchiveEpoch {
         try await transaction(on: connection, logger: logger) { connection in
             // 0x696d6777 "imgw": gateways starting together create the tables once.
             try await connection.query("SELECT pg_advisory_xact_lock(1768777591)", logger: logger)
-            for statement in schema { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
-            let epoch = String(ArchiveEpoch.random().rawValue)
-            try await connection.query(
-                "INSERT INTO imgw_meta (key, value) VALUES ('epoch', \(epoch)), ('schema', \(schemaVersion)) ON CONFLICT (key) DO NOTHING",
-                logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: PostgresSchema.meta), logger: logger)
             var values: [String: String] = [:]
             for try await (key, value) in try await connection.query("SELECT key, value FROM imgw_meta", logger: logger).decode((String, String).self) {
                 values[key] = value
             }
-            if values["schema"] == "1" || values["schema"] == "2" {
-                for statement in historyUpgrade { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
-                try await connection.query("UPDATE imgw_meta SET value = \(schemaVersion) WHERE key = 'schema'", logger: logger)
-                values["schema"] = schemaVersion
+            var hasTables = false
+            for try await exists in try await connection.query("SELECT to_regclass('imgw_message') IS NOT NULL", logger: logger).decode(Bool.self) {
+                hasTables = exists
             }
-            if let schema = values["schema"], schema != schemaVersion {
-                throw ArchiveError(.corrupt, "the archive's tables are of schema \(schema), written by another imgw version (this one writes \(schemaVersion))")
+            let steps = try PostgresSchema.steps(recorded: values["schema"], hasTables: hasTables)
+            for step in steps {
+                for statement in step.statements { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
             }
-            guard let text = values["epoch"], let number = UInt64(text), let epoch = ArchiveEpoch(rawValue: number) else {
+            if let last = steps.last {
+                let version = String(last.version)
+                try await connection.query(
+                    "INSERT INTO imgw_meta (key, value) VALUES ('schema', \(version)) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    logger: logger)
+                if let from = values["schema"] {
+                    logger.notice("archive tables upgraded", metadata: ["from-schema": "\(from)", "to-schema": "\(version)"])
+                }
+            }
+            let fresh = String(ArchiveEpoch.random().rawValue)
+            try await connection.query("INSERT INTO imgw_meta (key, value) VALUES ('epoch', \(fresh)) ON CONFLICT (key) DO NOTHING", logger: logger)
+            var epochText: String?
+            for try await value in try await connection.query("SELECT value FROM imgw_meta WHERE key = 'epoch'", logger: logger).decode(String.self) {
+                epochText = value
+            }
+            guard let epochText, let number = UInt64(epochText), let epoch = ArchiveEpoch(rawValue: number) else {
                 throw ArchiveError(.corrupt, "imgw_meta holds no valid epoch: the tables are not an imgw archive")
             }
             return epoch
