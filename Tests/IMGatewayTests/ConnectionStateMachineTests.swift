@@ -197,6 +197,16 @@ struct ConnectionStateMachineTests {
         #expect(harness.send(.hello(Hello(version: .current, features: [])), sequence: 6).lines == ["write ACK #6 BAD_REQUEST"])
     }
 
+    @Test("a HELLO with another major version is answered ERROR UNSUPPORTED_VERSION and closed (6.1); another minor is answered")
+    func helloMajor() {
+        var harness = MachineHarness()
+        let refused = harness.send(.hello(Hello(version: IMProtocolVersion(major: 2, minor: 0), features: [])), sequence: 4)
+        #expect(refused.lines == ["close ERROR UNSUPPORTED_VERSION ref=4"], "\(refused.lines)")
+        var minor = MachineHarness()
+        let answered = minor.send(.hello(Hello(version: IMProtocolVersion(major: 1, minor: 7), features: [])), sequence: 4)
+        #expect(answered.contains { if case .answerHello = $0 { true } else { false } }, "\(answered.lines)")
+    }
+
     @Test("the session id of what the gateway sends: the last frame's before LOGIN, the LOGIN's after")
     func sessionID() {
         var harness = MachineHarness()

@@ -122,7 +122,10 @@ struct CodecTests {
         (.truncatedFrame(received: 3), .malformedFrame), (.unknownOperation(type: .control, operation: 9), .unknownOperation),
         (.unexpectedFrameType(expected: .data, actual: .ack), .badRequest), (.missingField(.to), .badRequest),
         (.missingContent, .badRequest), (.invalidField(.to, .invalidUTF8), .invalidUserID),
-        (.invalidField(.group, .invalidIdentifier("g#1")), .invalidUserID),
+        (.invalidField(.group, .invalidIdentifier("g#1")), .invalidUserID), (.invalidField(.group, .invalidUTF8), .invalidUserID),
+        (.invalidField(.group, .lengthOutOfRange(length: 65, allowed: 1...64)), .invalidUserID),
+        // TO and GROUP together: a request that is not one, whatever the ids.
+        (.invalidField(.group, .duplicate), .badRequest), (.invalidField(.group, .valueOutOfRange("a CHAT names TO or GROUP, not both")), .badRequest),
         (.invalidField(.qos, .valueOutOfRange("3")), .qosNotSupported), (.invalidField(.duration, .valueOutOfRange("0")), .badRequest),
         (.compressionFailed(zlibStatus: -2), .internalError),
     ]

@@ -42,8 +42,15 @@ extension ConnectionStateMachine {
         switch message {
         case .heartbeat:
             if let answer = IMFrame.heartbeatReply(to: frame, timestamp: clock.unixSeconds) { emit(.write(answer)) }
-        case .hello:
+        case .hello(let hello):
             guard !helloReceived else { return refuse(header, .badRequest, "HELLO was already answered") }
+            guard hello.version.major == IMProtocolVersion.current.major else {
+                // Another major version speaks another protocol: say so, then close (6.1).
+                let error = IMWireError.unsupportedVersion(major: hello.version.major, minor: hello.version.minor)
+                log(.notice, "closing: HELLO with another major version", ["error": "\(error)"])
+                return emit(.close(farewell: error.errorFrame(
+                    sequence: nextSequence(), timestamp: clock.unixSeconds, sessionID: header.sessionID, inReplyTo: header.sequence)))
+            }
             helloReceived = true
             emit(.answerHello(header, sequence: nextSequence(), timestamp: clock.unixSeconds))
         case .login(let request):

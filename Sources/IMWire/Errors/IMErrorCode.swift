@@ -48,7 +48,9 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
     /// The user may not do this (topic, audience, watched user; a TOKEN_REFRESH token for
     /// another user or device).
     public static let forbidden = IMErrorCode(203)
-    /// A user or device id is empty, too long or contains `/`, `+`, `#` or NUL.
+    /// A user, device or group id (USER_ID, DEVICE_ID, TO, FROM, GROUP) is empty, too long,
+    /// not UTF-8, or contains a character the receiver refuses (`/`, `+`, `#`, NUL; imgw also
+    /// `$`, controls and non-characters, and more than 64 bytes).
     public static let invalidUserID = IMErrorCode(204)
     /// No LOGIN arrived in time after the connection opened.
     public static let loginTimeout = IMErrorCode(205)
@@ -130,7 +132,7 @@ public struct IMErrorCode: RawRepresentable, Hashable, Sendable, Comparable, Cus
         201: ("AUTH_FAILED", true, "The token was refused (LOGIN refusal; as a negative ACK of TOKEN_REFRESH the connection stays open)."),
         202: ("TOKEN_EXPIRED", true, "The token has expired (LOGIN refusal or KICK reason; as a negative ACK of TOKEN_REFRESH the connection stays open)."),
         203: ("FORBIDDEN", false, "The user may not do this (topic, audience, watched user; a TOKEN_REFRESH token for another user or device)."),
-        204: ("INVALID_USER_ID", false, "A user or device id is empty, too long or contains / + # or NUL."),
+        204: ("INVALID_USER_ID", false, "A user, device or group id (USER_ID, DEVICE_ID, TO, FROM, GROUP) is empty, too long, not UTF-8, or contains a character the receiver refuses (/ + # NUL; imgw also $, controls, non-characters, and over 64 bytes)."),
         205: ("LOGIN_TIMEOUT", true, "No LOGIN arrived in time after the connection opened."),
         206: ("IDLE_TIMEOUT", true, "No frame arrived within the idle timeout, or a DELIVERY (or QoS 1/2 PUBLISH) was not ACKed within the delivery ACK timeout (KICK reason; ERROR_MESSAGE says which)."),
         207: ("SESSION_TAKEN_OVER", true, "The same device logged in on another connection (KICK reason)."),

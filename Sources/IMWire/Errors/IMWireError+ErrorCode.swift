@@ -13,7 +13,9 @@ extension IMWireError {
         case .decompressionFailed: .decompressionFailed
         case .unknownOperation: .unknownOperation
         case .unexpectedFrameType, .unexpectedOperation, .missingField, .missingContent: .badRequest
-        case .invalidField(let tag, _) where [.userID, .deviceID, .to, .from, .group].contains(tag): .invalidUserID
+        case .invalidField(let tag, _) where [.userID, .deviceID, .to, .from].contains(tag): .invalidUserID
+        // A group id that is not one; GROUP beside TO is a request that is not one.
+        case .invalidField(.group, .invalidIdentifier), .invalidField(.group, .invalidUTF8), .invalidField(.group, .lengthOutOfRange): .invalidUserID
         case .invalidField(.qos, .valueOutOfRange): .qosNotSupported
         case .invalidField: .badRequest
         case .compressionFailed: .internalError
