@@ -61,7 +61,7 @@ struct LibmosquittoHandle: @unchecked Sendable {
         let mosq = raw
         if configuration.protocolVersion == .v5 {
             // The CONNECT built below advertises this value (a previous connect left
-            // libmosquitto's own limit raised, see `tolerateReceiveMaximumOverrun`).
+            // libmosquitto's own limit raised, see `MosquittoLibrary.liftReceiveMaximum`).
             let rc = mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(configuration.advertisedReceiveMaximum))
             if rc != Int32(MOSQ_ERR_SUCCESS.rawValue) { return rc }
         }
@@ -72,38 +72,11 @@ struct LibmosquittoHandle: @unchecked Sendable {
         let socket = mosquitto_socket(mosq)
         if socket >= 0 { _ = cmosq_set_cloexec(socket) }
         if rc == Int32(MOSQ_ERR_SUCCESS.rawValue) && configuration.protocolVersion == .v5 {
-            tolerateReceiveMaximumOverrun()
+            // Lets libmosquitto accept more unacknowledged QoS 1/2 messages than the receive
+            // maximum the CONNECT just built advertises (when its internals allow).
+            MosquittoLibrary.liftReceiveMaximum(mosq)
         }
         return rc
-    }
-
-    /// Lets libmosquitto accept more unacknowledged QoS 1/2 messages than the receive
-    /// maximum the CONNECT just built advertises.
-    ///
-    /// mosquitto 2.0.11 (the broker of Debian bookworm) exceeds a client's receive
-    /// maximum whenever messages are queued for it: on each PUBACK/PUBCOMP,
-    /// `db__message_delete_outgoing` (src/database.c) counts only the in-flight messages
-    /// ahead of the acknowledged one and moves up to receive-maximum queued messages into
-    /// flight on top of those still unacknowledged (upstream #2301). libmosquitto 2.0
-    /// answers a PUBLISH beyond its receive quota with MOSQ_ERR_PROTOCOL and closes the
-    /// socket without a DISCONNECT (lib/handle_publish.c). QoS 1 never runs out (the quota
-    /// comes back as the PUBACK is queued, inside the same read); QoS 2 does, because the
-    /// quota comes back only with PUBREL: a QoS 2 subscriber with a backlog at the broker
-    /// was disconnected.
-    ///
-    /// libmosquitto uses one field for both what CONNECT advertises and what it enforces.
-    /// `mosquitto_connect_bind_async` has already queued CONNECT with the configured value
-    /// when it returns MOSQ_ERR_SUCCESS (lib/connect.c `mosquitto__reconnect` calls
-    /// `send__connect`), and the quota is reset from that field only when CONNACK is
-    /// handled (`message__reconnect_reset`, in `mosquitto_loop_read` on the loop thread,
-    /// which keeps off the handle until this returns). Raising the field now keeps the
-    /// advertised value and lifts the local limit to 65,535 (every packet id), so the
-    /// broker's normal flow control still applies and its overrun is absorbed. Only for
-    /// libmosquitto 2.0.x, where that sequence was checked; elsewhere the limit stays.
-    private func tolerateReceiveMaximumOverrun() {
-        guard MosquittoLibrary.internals.contains(.receiveMaximumOverrun) else { return }
-        // 0 means UINT16_MAX (lib/options.c).
-        _ = mosquitto_int_option(raw, MOSQ_OPT_RECEIVE_MAXIMUM, 0)
     }
 
     /// The connect proper (name resolution, non-blocking TCP connect, CONNECT queued).
@@ -113,21 +86,8 @@ struct LibmosquittoHandle: @unchecked Sendable {
             var list: OpaquePointer? = nil
             let added = mosquitto_property_add_int32(&list, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), configuration.sessionExpiryInterval)
             if added != Int32(MOSQ_ERR_SUCCESS.rawValue) { return added }
-            guard MosquittoLibrary.internals.contains(.asyncConnectProperties) else {
-                // The public way: a blocking connect that takes them (on the connector's
-                // thread; libmosquitto makes the socket non-blocking once connected).
-                let connected = mosquitto_connect_bind_v5(
-                    mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive), nil, list)
-                mosquitto_property_free_all(&list)
-                return connected
-            }
-            // libmosquitto 2.0 has no asynchronous connect that takes CONNECT properties.
-            // mosquitto_connect_bind_v5 copies them into the handle before it validates
-            // the port (lib/connect.c), and mosquitto_connect_bind_async then sends the
-            // stored ones. An invalid port (-1) makes the first call stop right there.
-            let stored = mosquitto_connect_bind_v5(mosq, configuration.host, -1, Int32(configuration.keepalive), nil, list)
-            mosquitto_property_free_all(&list)
-            if stored != Int32(MOSQ_ERR_INVAL.rawValue) { return stored == 0 ? Int32(MOSQ_ERR_UNKNOWN.rawValue) : stored }
+            return MosquittoLibrary.connect(
+                mosq, host: configuration.host, port: Int32(configuration.port), keepalive: Int32(configuration.keepalive), properties: &list)
         }
         return mosquitto_connect_bind_async(mosq, configuration.host, Int32(configuration.port), Int32(configuration.keepalive), nil)
     }

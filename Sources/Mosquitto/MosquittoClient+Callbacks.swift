@@ -58,7 +58,7 @@ private let onMessage: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?,
         payload: payload,
         qos: QoS(rawValue: UInt8(clamping: raw.qos)) ?? .atMostOnce,
         retain: raw.retain,
-        dup: MosquittoLibrary.canReadDupFlag ? cmosq_message_dup(message) : false,
+        dup: MosquittoLibrary.dupFlag(of: message),
         properties: receivedProperties(properties, receiver.configuration))
     receiver.assumeIsolated { $0.handleMessage(received) }
 }

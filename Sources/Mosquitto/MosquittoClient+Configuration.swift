@@ -55,17 +55,13 @@ extension MosquittoClient {
         /// What CONNECT advertises: ``receiveMaximum``, unless libmosquitto cannot tolerate
         /// a broker's overrun of it and none was set (then 65,535).
         var advertisedReceiveMaximum: UInt16 {
-            if requestedReceiveMaximum == nil && !MosquittoLibrary.internals.contains(.receiveMaximumOverrun) { return .max }
-            return receiveMaximum
+            MosquittoLibrary.advertisedReceiveMaximum(requested: requestedReceiveMaximum, configured: receiveMaximum)
         }
 
-        /// The highest QoS a subscription asks for: QoS 1 when a receive maximum the
-        /// application set is enforced by libmosquitto as is (the internals off), because a
-        /// broker that overruns it at QoS 2 (mosquitto 2.0.11) ends the connection, and the
-        /// session's messages then come again as duplicates at every reconnect; QoS 1 never
-        /// runs out of libmosquitto's quota (it comes back as the PUBACK is queued).
+        /// The highest QoS a subscription asks for
+        /// (``MosquittoLibrary/subscriptionQoSLimit(requested:)``).
         var subscriptionQoSLimit: QoS {
-            requestedReceiveMaximum != nil && !MosquittoLibrary.internals.contains(.receiveMaximumOverrun) ? .atLeastOnce : .exactlyOnce
+            MosquittoLibrary.subscriptionQoSLimit(requested: requestedReceiveMaximum)
         }
         /// How received QoS 1 messages are acknowledged to the broker.
         public var acknowledgement: Acknowledgement

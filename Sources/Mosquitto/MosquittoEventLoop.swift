@@ -26,6 +26,10 @@ import Glibc
 /// client's methods costs no thread switch either way.
 /// Blocking work (name resolution, the TCP connect) runs on a separate queue.
 ///
+/// Hand-written because neither libmosquitto's own loops (`select`, a thread per client with
+/// `mosquitto_loop_start`) nor SwiftNIO's (which own their channels' sockets; libmosquitto
+/// reads and writes its socket itself) can drive libmosquitto clients by the thousand.
+///
 /// epoll watches open file descriptions, not descriptor numbers (epoll(7), Q6): a
 /// descriptor closed while another process still holds a copy of it stays in the interest
 /// list, and being level-triggered, keeps reporting (a half-closed socket: EPOLLIN|EPOLLHUP)
@@ -116,8 +120,8 @@ public final class MosquittoEventLoop: SerialExecutor, TaskExecutor, @unchecked 
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         precondition(epollFD >= 0, "epoll_create1 failed: errno \(errno)")
         wakeFD = eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC))
-        reader = MosquittoLibrary.batchesIO ? cmosq_reader_create(Self.readCapacity) : nil
-        writer = MosquittoLibrary.batchesIO ? cmosq_writer_create(Self.writeCapacity) : nil
+        reader = MosquittoLibrary.makeBatchedReader(capacity: Self.readCapacity)
+        writer = MosquittoLibrary.makeBatchedWriter(capacity: Self.writeCapacity)
         precondition(wakeFD >= 0, "eventfd failed: errno \(errno)")
         var event = epoll_event()
         event.events = EPOLLIN.rawValue
@@ -297,8 +301,7 @@ public final class MosquittoEventLoop: SerialExecutor, TaskExecutor, @unchecked 
     deinit {
         close(epollFD)
         close(wakeFD)
-        cmosq_reader_destroy(reader)
-        cmosq_writer_destroy(writer)
+        MosquittoLibrary.destroyBatched(reader, writer)
     }
 
     private func perform(_ batch: [Work]) {
@@ -425,23 +428,9 @@ public final class MosquittoEventLoop: SerialExecutor, TaskExecutor, @unchecked 
 
     private func readAvailable(_ io: ClientIO) {
         let fd = io.socketFD
-        guard let reader, cmosq_reader_arm(reader, fd) else {
-            afterIO(io, mosquitto_loop_read(io.mosq, 1))
-            return
-        }
-        var rc: Int32
-        repeat {
-            // libmosquitto stops reading packets when errno is EAGAIN after one, even
-            // when that errno is left over from an earlier call.
-            errno = 0
-            rc = mosquitto_loop_read(io.mosq, 1)
-        } while rc == 0 && cmosq_reader_pending(reader) > 0 && mosquitto_socket(io.mosq) == fd
-        cmosq_reader_disarm()
-        if cmosq_reader_pending(reader) > 0 {
-            // The socket failed or was closed with bytes still read ahead.
-            cmosq_reader_discard(reader)
-        }
-        afterIO(io, rc)
+        let batched = MosquittoLibrary.readBatched(
+            reader, fd: fd, readPacket: { mosquitto_loop_read(io.mosq, 1) }, sameSocket: { mosquitto_socket(io.mosq) == fd })
+        afterIO(io, batched ?? mosquitto_loop_read(io.mosq, 1))
     }
 
     /// After a read/write/misc call: report failures libmosquitto did not report through
@@ -501,18 +490,11 @@ public final class MosquittoEventLoop: SerialExecutor, TaskExecutor, @unchecked 
     /// the packets leave together when it is uncorked, at once.
     private func writeQueued(_ io: ClientIO) {
         let fd = io.socketFD
-        if io.usesTLS == false, let writer, cmosq_writer_arm(writer, fd) {
-            errno = 0
-            let rc = mosquitto_loop_write(io.mosq, 1)
-            cmosq_writer_disarm()
-            if mosquitto_socket(io.mosq) == fd {
-                let held = cmosq_writer_flush(writer)
-                if held > 0, let data = writer.pointee.data {
-                    io.unsent.append(contentsOf: UnsafeBufferPointer(start: data, count: held))
-                }
-                // A failed socket (held < 0) is reported by the next read.
-            }
-            cmosq_writer_discard(writer)
+        if io.usesTLS == false,
+           let rc = MosquittoLibrary.writeBatched(
+               writer, fd: fd, writePackets: { mosquitto_loop_write(io.mosq, 1) }, sameSocket: { mosquitto_socket(io.mosq) == fd },
+               unsent: { io.unsent.append(contentsOf: $0) })
+        {
             afterIO(io, rc)
             return
         }

@@ -83,11 +83,9 @@ enum SocketPairs {
     }
 
     /// Takes the pair away from the handle and closes it, when the handle's private head
-    /// holds exactly this pair (see `cmosq_detach_socketpair`): libmosquitto 2.0 checks the
-    /// pair against INVALID_SOCKET before each use, so it then simply skips the wake-up
-    /// byte. Only for libmosquitto 2.0.x, whose layout was checked.
+    /// holds exactly this pair (``MosquittoLibrary/detachSocketPair(_:_:)``).
     private static func detach(_ handle: OpaquePointer, _ pair: Pair) -> Bool {
-        guard MosquittoLibrary.canDetachSocketPair, cmosq_detach_socketpair(handle, pair.read, pair.write) else { return false }
+        guard MosquittoLibrary.detachSocketPair(handle, pair) else { return false }
         close(pair.read)
         close(pair.write)
         return true
@@ -97,9 +95,7 @@ enum SocketPairs {
     /// non-blocking AF_UNIX stream sockets without close-on-exec that no other handle
     /// owns, each the other's peer.
     private static func confirmedHeadPair(_ handle: OpaquePointer, _ known: Set<Int32>) -> Pair? {
-        var first: Int32 = -1
-        var second: Int32 = -1
-        guard cmosq_head_socketpair(handle, &first, &second), !known.contains(first), !known.contains(second),
+        guard let (first, second) = MosquittoLibrary.headSocketPair(of: handle), !known.contains(first), !known.contains(second),
             cmosq_is_socketpair_end(first), cmosq_is_socketpair_end(second)
         else { return nil }
         let firstInode = cmosq_socket_inode(first)

@@ -92,7 +92,14 @@ struct DescriptorHygieneTests {
         // A descriptor gone by the time its flags are read (nil) was closed meanwhile: curl's
         // metrics connection, whose end the gateway may close between the two reads.
         let leaking = sockets.filter { ProcessDescriptors.isCloseOnExec($0.fd, of: pid) == false }
-        #expect(leaking.isEmpty, "not close-on-exec: \(leaking)")
+        if ProcessInfo.processInfo.environment[MosquittoLibrary.environmentVariable] == "off" {
+            // Reading SwiftNIO's channel description for the descriptor is a private part too,
+            // off with the rest: NIO's sockets stay as NIO made them (children inherit none of
+            // them anyway: ChildProcess closes every descriptor above 2 in the child).
+            #expect(!leaking.isEmpty, "the switch did not turn close_on_exec off")
+        } else {
+            #expect(leaking.isEmpty, "not close-on-exec: \(leaking)")
+        }
 
         await device.drop()
         _ = await gateway.stop(within: .seconds(10))

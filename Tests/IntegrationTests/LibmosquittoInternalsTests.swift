@@ -23,7 +23,10 @@ struct LibmosquittoInternalsTests {
         for part in MosquittoLibrary.Internal.allCases {
             #expect(try await Self.metric(gateway, part) == (off ? 0 : 1), "\(part)")
         }
+        // SwiftNIO's channel description, read to mark its sockets close-on-exec: the same switch.
+        #expect(try await gateway.metric("imgw_libmosquitto_internal{name=\"close_on_exec\"}") == (off ? 0 : 1))
         #expect(line.contains(off ? "in-use=none" : "off=none"), "\(line)")
+        #expect(line.contains("close_on_exec"), "\(line)")
         await gateway.stop()
         await broker.stop()
     }
@@ -38,6 +41,7 @@ struct LibmosquittoInternalsTests {
         for part in MosquittoLibrary.Internal.allCases {
             #expect(try await Self.metric(gateway, part) == 0, "\(part)")
         }
+        #expect(try await gateway.metric("imgw_libmosquitto_internal{name=\"close_on_exec\"}") == 0)
 
         // bob has a session, goes away; alice writes to him; bob's next login resumes the
         // session (CONNECT's session expiry was sent without the asynchronous connect) and

@@ -92,13 +92,13 @@ final class GatewayMetrics: Sendable {
                 descriptor: descriptor("chat_messages_in", "total", "Chat messages accepted from devices and the server API"),
                 labels: [("transport", "api")]),
             { Self.count(statistics.apiMessagesIn) }))
-        // Which of libmosquitto's private parts the MQTT side uses (broker.libmosquitto_internals).
-        let internals = MosquittoLibrary.internals
-        for part in MosquittoLibrary.Internal.allCases.sorted() {
+        // Which private parts of libmosquitto (and SwiftNIO's channel description, for
+        // close-on-exec) the gateway uses (broker.libmosquitto_internals).
+        for part in GatewayServer.privateParts {
             let gauge = prometheus.makeGauge(
-                descriptor: descriptor("libmosquitto_internal", "", "1 when this private part of libmosquitto is in use (broker.libmosquitto_internals)"),
-                labels: [("name", part.rawValue)])
-            let inUse: Double = internals.contains(part) ? 1 : 0
+                descriptor: descriptor("libmosquitto_internal", "", "1 when this private part of libmosquitto (or SwiftNIO's, close_on_exec) is in use (broker.libmosquitto_internals)"),
+                labels: [("name", part.name)])
+            let inUse: Double = part.inUse ? 1 : 0
             gauges.append((gauge, { inUse }))
         }
         self.gauges = gauges

@@ -1,4 +1,5 @@
 import ChildProcesses
+import Mosquitto
 import NIOCore
 
 #if canImport(Glibc)
@@ -16,12 +17,24 @@ import Glibc
 /// describes channels otherwise) leaves the socket as it is, which is safe: the gateway
 /// spawns children only through ``ChildProcess``, which closes every inherited descriptor
 /// in the child anyway.
+///
+/// Reading another library's private text is a private part like libmosquitto's: it is under
+/// the same switch (`broker.libmosquitto_internals`, `MOSQUITTO_SWIFT_INTERNALS`), named
+/// ``partName`` in the `libmosquitto internals` log line and the `imgw_libmosquitto_internal`
+/// metric, and every call of ``mark(_:)`` honours it.
 enum CloseOnExec {
+    /// Its name beside libmosquitto's parts (``MosquittoLibrary/Internal``).
+    static let partName = "close_on_exec"
+
+    /// Whether sockets are marked: unless the internals were turned off.
+    static var inUse: Bool { !MosquittoLibrary.internalsDisabled }
+
     /// Marks `channel`'s socket close-on-exec (on the channel's event loop, while it is
-    /// open). Returns false when its descriptor could not be found or confirmed.
+    /// open). Returns false when the internals are off, or its descriptor could not be
+    /// found or confirmed.
     @discardableResult
     static func mark(_ channel: any Channel) -> Bool {
-        guard let fd = descriptor(in: String(describing: channel)), let local = channel.localAddress,
+        guard inUse, let fd = descriptor(in: String(describing: channel)), let local = channel.localAddress,
               address(of: fd, peer: false) == local
         else { return false }
         if let remote = channel.remoteAddress, address(of: fd, peer: true) != remote { return false }

@@ -70,10 +70,11 @@ public final class GatewayServer: Service, Sendable {
         if !allowed && !MosquittoLibrary.disableInternals() {
             logger.warning("broker.libmosquitto_internals is false, but MQTT clients were made before: libmosquitto's internals stay as they are")
         }
-        let internals = MosquittoLibrary.internals
-        let off = MosquittoLibrary.Internal.allCases.filter { !internals.contains($0) }
-        func names(_ parts: some Collection<MosquittoLibrary.Internal>) -> String {
-            parts.isEmpty ? "none" : parts.sorted().map(\.rawValue).joined(separator: ",")
+        let parts = privateParts
+        let inUse = parts.filter(\.inUse).map(\.name)
+        let off = parts.filter { !$0.inUse }.map(\.name)
+        func names(_ parts: [String]) -> String {
+            parts.isEmpty ? "none" : parts.joined(separator: ",")
         }
         let why = if off.isEmpty {
             "-"
@@ -84,9 +85,17 @@ public final class GatewayServer: Service, Sendable {
         }
         let version = MosquittoLibrary.version
         logger.notice("libmosquitto internals", metadata: [
-            "in-use": "\(names(internals))", "off": "\(names(off))", "why-off": "\(why)",
+            "in-use": "\(names(inUse))", "off": "\(names(off))", "why-off": "\(why)",
             "libmosquitto": "\(version.major).\(version.minor).\(version.revision)",
         ])
+    }
+
+    /// The private parts of other libraries in use, by name, sorted: libmosquitto's
+    /// (``MosquittoLibrary/internals``) and SwiftNIO's channel description (``CloseOnExec``).
+    static var privateParts: [(name: String, inUse: Bool)] {
+        let internals = MosquittoLibrary.internals
+        let parts = MosquittoLibrary.Internal.allCases.map { ($0.rawValue, internals.contains($0)) } + [(CloseOnExec.partName, CloseOnExec.inUse)]
+        return parts.sorted { $0.0 < $1.0 }.map { (name: $0.0, inUse: $0.1) }
     }
 
     private static func bind(
@@ -98,7 +107,6 @@ public final class GatewayServer: Service, Sendable {
         let acceptance = ChatAcceptance(context: context, relay: control)
         let tls = try configuration.listen.tls.map { try Self.tlsContext($0) }
         let quiesce = ServerQuiescingHelper(group: group)
-        let markCloseOnExec = configuration.broker.libmosquittoInternals
         let channel = try await ServerBootstrap(group: group)
             // Every accepted connection is known, so that shutdown reaches those that have
             // not logged in (yet) too.
@@ -119,7 +127,7 @@ public final class GatewayServer: Service, Sendable {
                 child.eventLoop.makeCompletedFuture {
                     // SwiftNIO's description names the descriptor: read only with the internals
                     // allowed (ChildProcess closes inherited descriptors in children anyway).
-                    if markCloseOnExec { CloseOnExec.mark(child) }
+                    CloseOnExec.mark(child)
                     if let tls {
                         try child.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     }
@@ -128,7 +136,7 @@ public final class GatewayServer: Service, Sendable {
             }
             .bind(host: configuration.listen.host, port: configuration.listen.port)
             .get()
-        if markCloseOnExec, try await !channel.eventLoop.submit({ CloseOnExec.mark(channel) }).get() {
+        if CloseOnExec.inUse, try await !channel.eventLoop.submit({ CloseOnExec.mark(channel) }).get() {
             logger.warning("cannot mark the listening socket close-on-exec (SwiftNIO hides its descriptor)")
         }
         let metrics = configuration.metrics.enabled
@@ -271,7 +279,7 @@ public final class GatewayServer: Service, Sendable {
                 // to close, then for the last connection to finish.
                 try? await serverChannel.closeFuture.get()
                 await websocket?.stop()
-                await context.statistics.connections.waitUntilIdle()
+                await context.statistics.connections.waitUntilZero()
                 // Chats whose connection has ended are still published (the control client,
                 // which takes over, stops after this).
                 await acceptance.waitUntilIdle()

@@ -40,13 +40,12 @@ struct WebSocketDeviceChannel: ServerChildChannel, HTTPChannelHandler {
     let tls: NIOSSLContext?
     /// The largest WebSocket frame a device may send.
     let maxFrameSize: Int
-    let markCloseOnExec: Bool
     /// Adds the device's handlers behind the frame codec (on the channel's event loop).
     let install: @Sendable (any Channel) throws -> Void
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
-            if markCloseOnExec { CloseOnExec.mark(channel) }
+            CloseOnExec.mark(channel)
             let options = channel.syncOptions
             try options?.setOption(.socketOption(.tcp_nodelay), value: 1)
             // As for TCP devices (GatewayServer): a small receive buffer that grows for a busy one.

@@ -59,10 +59,9 @@ enum WebSocketListener {
             }
         }
         let maxFrameSize = configuration.limits.maxBodyLength + IMWire.headerLength
-        let markCloseOnExec = configuration.broker.libmosquittoInternals
         let builder = HTTPServerBuilder { responder in
             WebSocketDeviceChannel(
-                responder: responder, policy: policy, tls: tls, maxFrameSize: maxFrameSize, markCloseOnExec: markCloseOnExec, install: install)
+                responder: responder, policy: policy, tls: tls, maxFrameSize: maxFrameSize, install: install)
         }
         return HTTPEndpoint(name: "WebSocket listener", host: settings.host, port: settings.port, router: router, logger: context.logger, server: builder)
     }
