@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -111,6 +112,7 @@ let package = Package(
         .target(
             name: "IMArchive",
             dependencies: [
+                "AsyncToolkit",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's own API, to bind the commit's rows (GRDB's arguments cost more than
                 // the inserts).
@@ -186,6 +188,8 @@ let package = Package(
             name: "IMClient",
             dependencies: [
                 "IMWire",
+                // Internal: the concurrency primitives (as for Mosquitto).
+                "AsyncToolkit",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -213,6 +217,7 @@ let package = Package(
         .executableTarget(
             name: "imbench",
             dependencies: [
+                "AsyncToolkit",
                 "CMosquitto",
                 "LocalPostgres",
                 "IMArchive",
@@ -220,6 +225,7 @@ let package = Package(
                 "ChildProcesses",
                 "IMGatewayConfig",
                 "IMGatewayAPI",
+                .product(name: "Atomics", package: "swift-atomics"),
                 "IMClient",
                 "IMWire",
                 "Mosquitto",
@@ -243,6 +249,7 @@ let package = Package(
                 "IMGatewayConfig",
                 "IMGatewayAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),

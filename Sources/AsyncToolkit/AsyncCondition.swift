@@ -9,7 +9,9 @@ import Synchronization
 /// with `nil` instead: at its time-out, or when its task is cancelled.
 ///
 /// This one type replaces the waiter lists, gates and counters that were written by hand for
-/// each use (`AsyncSemaphore` is built on it).
+/// each use (`AsyncSemaphore` is built on it). Hand-written because no library the package
+/// uses has it: Synchronization's `Mutex` does not wait, NIO's futures carry one value,
+/// swift-async-algorithms has channels and sequences, not a condition on shared state.
 public final class AsyncCondition<State: Sendable>: Sendable {
     private typealias Wake = @Sendable () -> Void
 
@@ -98,6 +100,24 @@ public final class AsyncCondition<State: Sendable>: Sendable {
         }
     }
 
+    /// Waits until `condition` returns a value, and returns it, whatever happens to the
+    /// task meanwhile: for a wait that must see its outcome (work under way that will settle,
+    /// a shutdown that waits for the last connection), where returning early would leave it
+    /// unobserved.
+    public func waitIgnoringCancellation<Value: Sendable>(until condition: @escaping @Sendable (inout State) -> Value?) async -> Value {
+        let (ready, id) = firstAttempt(condition)
+        if let ready {
+            withLock { _ in }
+            return ready
+        }
+        let value = await withCheckedContinuation { (continuation: CheckedContinuation<Value?, Never>) in
+            self.register(id, condition, continuation)
+        }
+        // Only a time-out or a cancellation ends a wait with nil, and this one has neither.
+        guard let value else { preconditionFailure("a wait without time-out or cancellation ended without its value") }
+        return value
+    }
+
     /// A new wait's number, and its value if its condition holds at once.
     @inline(never)
     private func firstAttempt<Value: Sendable>(_ condition: @Sendable (inout State) -> Value?) -> (Value?, UInt64) {
@@ -156,5 +176,23 @@ public final class AsyncCondition<State: Sendable>: Sendable {
         }
         storage.waiters = remaining
         return wakes
+    }
+}
+
+extension AsyncCondition where State == Int {
+    /// As a count of work under way (connections not finished, chats not answered): one more.
+    public func enter() {
+        withLock { $0 += 1 }
+    }
+
+    /// One fewer; the waiters of ``waitUntilZero()`` go at the last.
+    public func leave() {
+        withLock { $0 -= 1 }
+    }
+
+    /// Returns once the count is zero (at once if it is), even if the task is cancelled:
+    /// shutdown waits for the last piece of work.
+    public func waitUntilZero() async {
+        await waitIgnoringCancellation { $0 == 0 ? () : nil }
     }
 }

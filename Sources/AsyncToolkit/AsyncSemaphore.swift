@@ -1,4 +1,6 @@
 /// At most `limit` holders at once; the others wait their turn, first come first served.
+/// A few lines over ``AsyncCondition``: neither the standard library nor the packages used
+/// here have an asynchronous semaphore.
 public struct AsyncSemaphore: Sendable {
     /// Permits held.
     private let held: AsyncCondition<Int>
@@ -19,6 +21,16 @@ public struct AsyncSemaphore: Sendable {
             held += 1
             return true
         } ?? false
+    }
+
+    /// Takes a permit if one is free now, without waiting.
+    public func tryAcquire() -> Bool {
+        let limit = self.limit
+        return held.withLock { held in
+            guard held < limit else { return false }
+            held += 1
+            return true
+        }
     }
 
     /// Gives a permit back.

@@ -2,6 +2,10 @@ import Synchronization
 
 /// Runs jobs one after the other, in the order submitted, on a task that exists only while
 /// there is work: an idle queue holds no task (and no task memory).
+///
+/// Hand-written because an `AsyncStream` with a consumer task, the library's way, keeps that
+/// task suspended for as long as the queue lives: one per device connection's request lane
+/// (`DeviceConnection`), mostly idle, would cost a task's memory per connection.
 public final class SerialJobQueue: Sendable {
     public typealias Job = @Sendable () async -> Void
 

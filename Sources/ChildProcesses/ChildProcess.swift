@@ -15,6 +15,10 @@ import Glibc
 /// (`posix_spawn_file_actions_addclosefrom_np`, glibc 2.34), whether or not it was opened
 /// close-on-exec (libmosquitto's and SwiftNIO's sockets are not, until they are marked).
 ///
+/// Not swift-subprocess: it runs a child inside a closure's scope and has no parent-death
+/// signal, while the embedded broker lives as long as the gateway, and must die with it when
+/// imgw is killed with -9.
+///
 /// Not Foundation's `Process`: it hands the child the spawning thread's signal mask
 /// (Swift's threads block SIGTERM and SIGINT, and a mosquitto started that way ignores
 /// SIGTERM for good), and on Linux it watches children with `select`, which fails once a

@@ -1,3 +1,4 @@
+import AsyncToolkit
 import Dispatch
 import Foundation
 import Logging
@@ -332,35 +333,23 @@ public final class MessageArchive: Sendable {
     /// `body`'s result, or after `limit` an ``ArchiveError/Code/unavailable`` with a time to
     /// retry (`body` goes on, unobserved).
     static func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async -> Result<T, any Error> {
-        let slot = OnceSlot<Result<T, any Error>>()
-        return await withCheckedContinuation { continuation in
-            slot.set(continuation)
-            let timer = Task {
-                // Cancelled: the body answered (a cancelled sleep returns at once, and must not
-                // be taken for the time having passed).
-                guard (try? await Task.sleep(for: limit)) != nil else { return }
-                slot.resume(.failure(ArchiveError.unavailable("no answer within \(limit)", retryAfter: 1_000)))
-            }
-            Task {
-                let result: Result<T, any Error>
-                do { result = .success(try await body()) } catch { result = .failure(error) }
-                slot.resume(result)
-                timer.cancel()
-            }
+        let outcome = AsyncCondition<Result<T, any Error>?>(nil)
+        Task {
+            let result: Result<T, any Error>
+            do { result = .success(try await body()) } catch { result = .failure(error) }
+            outcome.withLock { $0 = $0 ?? result }
         }
-    }
-
-    /// A continuation resumed by whichever comes first.
-    private final class OnceSlot<T: Sendable>: Sendable {
-        private let continuation = Mutex<CheckedContinuation<T, Never>?>(nil)
-
-        func set(_ continuation: CheckedContinuation<T, Never>) {
-            self.continuation.withLock { $0 = continuation }
+        // Whichever settles it first answers; not cancellable, as the body or the time limit
+        // always does.
+        let timer = Task {
+            // Cancelled: the body answered (a cancelled sleep returns at once, and must not
+            // be taken for the time having passed).
+            guard (try? await Task.sleep(for: limit)) != nil else { return }
+            outcome.withLock { $0 = $0 ?? .failure(ArchiveError.unavailable("no answer within \(limit)", retryAfter: 1_000)) }
         }
-
-        func resume(_ value: T) {
-            continuation.withLock { $0.take() }?.resume(returning: value)
-        }
+        let result = await outcome.waitIgnoringCancellation { $0 }
+        timer.cancel()
+        return result
     }
 
     // MARK: The writer

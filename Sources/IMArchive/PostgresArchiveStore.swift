@@ -1,3 +1,4 @@
+import AsyncToolkit
 import Foundation
 import Logging
 import NIOCore
@@ -140,11 +141,6 @@ public final class PostgresArchiveStore: ArchiveStore {
         case timer
     }
 
-    /// Whether a connection was leased.
-    private final class Leased: Sendable {
-        let value = Atomic<Bool>(false)
-    }
-
     /// Runs `body` on a connection of the pool. Gives up with `unavailable` when none is had
     /// within ``leaseTimeout`` (a server down or unreachable: the pool keeps the request
     /// waiting while it tries to connect), or when the connection closes under it (see
@@ -154,11 +150,12 @@ public final class PostgresArchiveStore: ArchiveStore {
         let client = self.client
         let watches = self.watches
         let limit = leaseTimeout
-        let leased = Leased()
+        // Whether a connection was leased.
+        let leased = AsyncCondition(false)
         return try await withThrowingTaskGroup(of: Leg<T>.self) { group in
             group.addTask {
                 .done(try await client.withConnection { connection in
-                    leased.value.store(true, ordering: .sequentiallyConsistent)
+                    leased.withLock { $0 = true }
                     return try await watches.run(on: connection) { try await body(connection) }
                 })
             }
@@ -174,7 +171,7 @@ public final class PostgresArchiveStore: ArchiveStore {
                 } catch {
                     group.cancelAll()
                     // Cancelled while it waited for its lease: the pool's error says only that.
-                    if gaveUp, !leased.value.load(ordering: .sequentiallyConsistent) {
+                    if gaveUp, !leased.read({ $0 }) {
                         throw ArchiveError(.unavailable, "no connection to PostgreSQL within \(limit)", retryAfter: 1_000)
                     }
                     throw error
@@ -186,7 +183,7 @@ public final class PostgresArchiveStore: ArchiveStore {
                 case .timer?:
                     // A lease that comes after this is still waited for: what `body` did is
                     // told, not hidden behind a timeout.
-                    if !leased.value.load(ordering: .sequentiallyConsistent) {
+                    if !leased.read({ $0 }) {
                         gaveUp = true
                         group.cancelAll()
                     }
@@ -244,6 +241,10 @@ public final class PostgresArchiveStore: ArchiveStore {
     /// statement), or when the pool hands out a connection that has just closed: the commit
     /// then waited for ever, and with it the archive's writer. A `body` whose connection closes
     /// is given up (it may stay suspended; the transaction it was in is lost with the session).
+    ///
+    /// Hand-written because postgres-nio tells a connection's end only through its
+    /// `closeFuture`, one callback per registration; the outcome itself is settled in an
+    /// `AsyncCondition`.
     final class ConnectionWatches: Sendable {
         private struct Watch {
             /// Told when the connection closes: the `body` running on it, if any.
@@ -265,39 +266,27 @@ public final class PostgresArchiveStore: ArchiveStore {
             }
             // On an already closed connection the callback runs at once.
             if isNew { connection.closeFuture.whenComplete { _ in self.closed(id) } }
-            return try await withCheckedThrowingContinuation { continuation in
-                let once = Once(continuation)
-                let watched = watches.withLock { watches in
-                    guard watches[id] != nil else { return false }
-                    watches[id]?.waiter = { once.resume(with: .failure(Self.lost)) }
-                    return true
-                }
-                guard watched else {
-                    once.resume(with: .failure(Self.lost))
-                    return
-                }
-                Task {
-                    let result: Result<T, any Error>
-                    do { result = .success(try await body()) } catch { result = .failure(error) }
-                    watches.withLock { $0[id]?.waiter = nil }
-                    once.resume(with: result)
-                }
+            // Settled by whichever comes first: the body, or the connection's close.
+            let outcome = AsyncCondition<Result<T, any Error>?>(nil)
+            let watched = watches.withLock { watches in
+                guard watches[id] != nil else { return false }
+                watches[id]?.waiter = { outcome.withLock { $0 = $0 ?? .failure(Self.lost) } }
+                return true
             }
+            guard watched else { throw Self.lost }
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                watches.withLock { $0[id]?.waiter = nil }
+                outcome.withLock { $0 = $0 ?? result }
+            }
+            // Not cancellable: the body's outcome is what the caller is told (a commit that
+            // went through is not reported as failed).
+            return try await outcome.waitIgnoringCancellation { $0 }.get()
         }
 
         private func closed(_ id: PostgresConnection.ID) {
             watches.withLock { $0.removeValue(forKey: id) }?.waiter?()
-        }
-
-        /// A continuation resumed by whichever comes first.
-        private final class Once<T: Sendable>: Sendable {
-            private let continuation: Mutex<CheckedContinuation<T, any Error>?>
-
-            init(_ continuation: CheckedContinuation<T, any Error>) { self.continuation = Mutex(continuation) }
-
-            func resume(with result: Result<T, any Error>) {
-                continuation.withLock { $0.take() }?.resume(with: result)
-            }
         }
     }
 

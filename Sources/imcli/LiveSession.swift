@@ -1,6 +1,7 @@
 import Foundation
 import IMClient
 import Synchronization
+import UnixSignals
 
 /// A command that stays logged in (listen, presence, location, sub): prints the client's
 /// events until the client ends. It is ended by the first SIGINT or SIGTERM (Ctrl-C), by
@@ -42,7 +43,8 @@ final class LiveSession: Sendable {
         shown: (IMClient.Event) -> Bool,
         observe: (IMClient.Event) async -> Void = { _ in }
     ) async -> Int32 {
-        let interrupts = Interrupts.stream()
+        // SIGINT and SIGTERM (their default handlers replaced for good).
+        let interrupts = await UnixSignalsSequence(trapping: .sigint, .sigterm)
         let signals = Task {
             var interrupted = false
             for await _ in interrupts {

@@ -31,24 +31,25 @@ struct AsyncConditionTests {
 
     @Test("a condition that takes from the state serves waiters in the order they came")
     func firstComeFirstServed() async {
-        let permits = AsyncCondition(0)
-        let order = AsyncCondition<[Int]>([])
+        // The order is recorded where it is decided, under the lock: once resumed, the
+        // waiters run in any order.
+        let permits = AsyncCondition((free: 0, served: [Int]()))
         var tasks: [Task<Void, Never>] = []
         for index in 0..<5 {
             tasks.append(Task {
-                _ = await permits.wait { (free: inout Int) -> Bool? in
-                    guard free > 0 else { return nil }
-                    free -= 1
+                _ = await permits.wait { (state: inout (free: Int, served: [Int])) -> Bool? in
+                    guard state.free > 0 else { return nil }
+                    state.free -= 1
+                    state.served.append(index)
                     return true
                 }
-                order.withLock { $0.append(index) }
             })
             while permits.waiting < index + 1 { await Task.yield() }
         }
-        for _ in 0..<5 { permits.withLock { $0 += 1 } }
+        for _ in 0..<5 { permits.withLock { $0.free += 1 } }
         for task in tasks { await task.value }
-        #expect(order.read { $0 } == [0, 1, 2, 3, 4])
-        #expect(permits.read { $0 } == 0, "each took one")
+        #expect(permits.read { $0.served } == [0, 1, 2, 3, 4])
+        #expect(permits.read { $0.free } == 0, "each took one")
     }
 
     @Test("a wait ends with nil at its time-out, and leaves nothing behind")
@@ -76,19 +77,23 @@ struct AsyncConditionTests {
         }
         #expect(await early.value == false)
     }
-}
 
-@Suite("Watchdog", .timeLimit(.minutes(1)))
-struct WatchdogTests {
-    @Test("its action runs at the deadline; a cancelled one never runs")
-    func firesUnlessCancelled() async {
-        let fired = AsyncCondition(0)
-        let watchdog = Watchdog(until: .now + .milliseconds(10)) { fired.withLock { $0 += 1 } }
-        await watchdog.settled()
-        #expect(fired.read { $0 } == 1)
-        let disarmed = Watchdog(until: .now + .seconds(30)) { fired.withLock { $0 += 1 } }
-        disarmed.cancel()
-        await disarmed.settled()
-        #expect(fired.read { $0 } == 1, "cancelled before its deadline: nothing ran")
+    @Test("a wait that ignores cancellation goes on after its task is cancelled and returns the value")
+    func ignoringCancellation() async {
+        let condition = AsyncCondition<Int?>(nil)
+        let waiter = Task { await condition.waitIgnoringCancellation { $0 } }
+        while condition.waiting == 0 { await Task.yield() }
+        waiter.cancel()
+        // Still waiting: a cancellable wait would have ended by now (see above).
+        for _ in 0..<100 { await Task.yield() }
+        #expect(condition.waiting == 1)
+        condition.withLock { $0 = 42 }
+        #expect(await waiter.value == 42)
+        // Cancelled before it started, with the value there already: returns it at once.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await condition.waitIgnoringCancellation { $0 }
+        }
+        #expect(await early.value == 42)
     }
 }

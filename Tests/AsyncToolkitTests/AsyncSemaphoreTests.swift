@@ -40,4 +40,19 @@ struct AsyncSemaphoreTests {
         await #expect(throws: Failure.self) { try await gate.run { throw Failure() } }
         #expect(try await gate.run { 7 } == 7, "the slot was given back")
     }
+
+    @Test("tryAcquire takes a free permit at once and refuses when none is free")
+    func tryAcquire() async {
+        let gate = AsyncSemaphore(limit: 2)
+        #expect(gate.tryAcquire() && gate.tryAcquire())
+        #expect(!gate.tryAcquire())
+        #expect(gate.inUse == 2)
+        let waiter = Task { await gate.acquire() }
+        while gate.waiting == 0 { await Task.yield() }
+        gate.release()
+        #expect(await waiter.value, "the waiter got the permit given back")
+        #expect(!gate.tryAcquire(), "and nothing jumped the queue")
+        gate.release()
+        #expect(gate.tryAcquire())
+    }
 }

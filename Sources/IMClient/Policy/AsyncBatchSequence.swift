@@ -1,4 +1,4 @@
-import Synchronization
+import AsyncToolkit
 
 extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// The elements in batches cut by `policy` (debounce, timeout, maximum count; see
@@ -16,6 +16,10 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
 
 /// An asynchronous sequence of batches of the elements of `Base`: see
 /// ``_Concurrency/AsyncSequence/batched(_:)``.
+///
+/// Hand-written because swift-async-algorithms has a debounce and chunks by count or by a
+/// signal, not the three rules of ``BatchPolicy`` together (a debounce that a time-out and a
+/// count cut short).
 public struct AsyncBatchSequence<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable
 where Base.Element: Sendable {
     public typealias Element = [Base.Element]
@@ -63,11 +67,13 @@ where Base.Element: Sendable {
 }
 
 /// The state shared by an ``AsyncBatchSequence/Iterator`` (the consumer) and the task that
-/// reads the base (the producer), behind a mutex. Continuations are resumed outside the lock.
+/// reads the base (the producer), in an `AsyncCondition`: each waits there for what the other
+/// changes (the consumer for a change or the batch's deadline, the producer for its full
+/// batch to be taken).
 final class AsyncBatchStorage<Base: AsyncSequence & Sendable>: Sendable where Base.Element: Sendable {
     typealias Element = Base.Element
 
-    private struct State {
+    private struct State: Sendable {
         var accumulator: BatchAccumulator<Element>
         /// A full batch the consumer has not taken; the producer waits until it does.
         var full: [Element]?
@@ -76,37 +82,25 @@ final class AsyncBatchStorage<Base: AsyncSequence & Sendable>: Sendable where Ba
         var failure: Base.Failure?
         var cancelled = false
         var producerTask: Task<Void, Never>?
-        /// The consumer waiting for a change.
-        var consumer: CheckedContinuation<Void, Never>?
-        /// A change happened while no consumer was waiting (so the next wait returns at once).
-        var consumerSignalled = false
-        /// The producer waiting for the full batch to be taken.
-        var producer: CheckedContinuation<Void, Never>?
-
-        /// The consumer to resume after a change, or a note of the change if none waits.
-        mutating func signalConsumer() -> CheckedContinuation<Void, Never>? {
-            guard let consumer else {
-                consumerSignalled = true
-                return nil
-            }
-            self.consumer = nil
-            return consumer
-        }
+        /// Changes the consumer waits for: a first element (its batch now has a deadline), a
+        /// full batch, the end. Elements added to a batch that has some only move its
+        /// deadline later, and change nothing here.
+        var changes: UInt64 = 0
     }
 
     private enum Decision {
-        case deliver([Element], resumingProducer: CheckedContinuation<Void, Never>?)
+        case deliver([Element])
         case fail(Base.Failure)
         case end
-        case wait(until: ContinuousClock.Instant?)
+        case wait(until: ContinuousClock.Instant?, seen: UInt64)
     }
 
     private let base: Base
-    private let state: Mutex<State>
+    private let state: AsyncCondition<State>
 
     init(base: Base, policy: BatchPolicy) {
         self.base = base
-        self.state = Mutex(State(accumulator: BatchAccumulator(policy: policy)))
+        self.state = AsyncCondition(State(accumulator: BatchAccumulator(policy: policy)))
     }
 
     // MARK: Consumer
@@ -116,16 +110,15 @@ final class AsyncBatchStorage<Base: AsyncSequence & Sendable>: Sendable where Ba
         startIfNeeded()
         while true {
             let now = ContinuousClock.now
+            // Taking the full batch lets the producer go on (it waits for that).
             let decision = state.withLock { state -> Decision in
                 guard !state.cancelled else { return .end }
-                state.consumerSignalled = false  // what follows sees the latest state
                 if let batch = state.full {
                     state.full = nil
-                    defer { state.producer = nil }
-                    return .deliver(batch, resumingProducer: state.producer)
+                    return .deliver(batch)
                 }
                 if state.finished {
-                    if !state.accumulator.isEmpty { return .deliver(state.accumulator.flush(), resumingProducer: nil) }
+                    if !state.accumulator.isEmpty { return .deliver(state.accumulator.flush()) }
                     if let failure = state.failure {
                         state.failure = nil
                         return .fail(failure)
@@ -133,57 +126,27 @@ final class AsyncBatchStorage<Base: AsyncSequence & Sendable>: Sendable where Ba
                     return .end
                 }
                 if state.accumulator.isDue(now: now) {
-                    return .deliver(state.accumulator.flush(), resumingProducer: nil)
+                    return .deliver(state.accumulator.flush())
                 }
-                return .wait(until: state.accumulator.deadline)
+                return .wait(until: state.accumulator.deadline, seen: state.changes)
             }
             switch decision {
-            case .deliver(let batch, let producer):
-                producer?.resume()
+            case .deliver(let batch):
                 return batch
             case .fail(let failure):
                 throw failure
             case .end:
                 return nil
-            case .wait(let deadline):
-                await waitForChange(until: deadline)
+            case .wait(let deadline, let seen):
+                // Ends at a change, at the deadline (nil), or when the task is cancelled (nil).
+                _ = await state.wait(timeout: deadline.map { max(.zero, $0 - ContinuousClock.now) }) { state -> Void? in
+                    state.changes != seen || state.cancelled ? () : nil
+                }
                 if Task.isCancelled {
                     cancel()
                     return nil
                 }
             }
-        }
-    }
-
-    /// Returns at `deadline` or when the producer signals a change, whichever comes first
-    /// (or when the task is cancelled). Elements added to a non-empty batch signal nothing:
-    /// they only move its deadline later.
-    private func waitForChange(until deadline: ContinuousClock.Instant?) async {
-        guard let deadline else { return await waitForSignal() }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(until: deadline, clock: .continuous) }
-            group.addTask { await self.waitForSignal() }
-            await group.next()
-            group.cancelAll()
-        }
-    }
-
-    private func waitForSignal() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state in
-                    if state.consumerSignalled || state.cancelled {
-                        state.consumerSignalled = false
-                        return true
-                    }
-                    state.consumer = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            // Before the continuation is stored, the flag makes the wait return at once.
-            state.withLock { $0.signalConsumer() }?.resume()
         }
     }
 
@@ -217,63 +180,47 @@ final class AsyncBatchStorage<Base: AsyncSequence & Sendable>: Sendable where Ba
     /// Adds an element; waits while a full batch is not taken. `false`: stop reading.
     private func add(_ element: Element) async -> Bool {
         let now = ContinuousClock.now
-        let (consumer, isFull, cancelled) = state.withLock { state in
-            guard !state.cancelled else { return (CheckedContinuation<Void, Never>?.none, false, true) }
+        let (isFull, cancelled) = state.withLock { state -> (Bool, Bool) in
+            guard !state.cancelled else { return (false, true) }
             let wasEmpty = state.accumulator.isEmpty
             if let batch = state.accumulator.add(element, now: now) {
                 state.full = batch
-                return (state.signalConsumer(), true, false)
+                state.changes &+= 1
+                return (true, false)
             }
             // The first element gives the batch a deadline the consumer must start waiting for.
-            return (wasEmpty ? state.signalConsumer() : nil, false, false)
+            if wasEmpty { state.changes &+= 1 }
+            return (false, false)
         }
-        consumer?.resume()
         guard !cancelled else { return false }
-        if isFull { await waitUntilTaken() }
-        return !state.withLock { $0.cancelled }
-    }
-
-    private func waitUntilTaken() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state in
-                    guard state.full != nil, !state.cancelled else { return true }
-                    state.producer = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            cancel()
+        if isFull {
+            let taken = await state.wait { state -> Void? in state.full == nil || state.cancelled ? () : nil }
+            // The producer's task was cancelled (the iterator went away).
+            if taken == nil { cancel() }
         }
+        return !state.read { $0.cancelled }
     }
 
     private func finish(failure: Base.Failure?) {
         state.withLock { state in
             state.finished = true
             state.failure = failure
-            return state.signalConsumer()
-        }?.resume()
+            state.changes &+= 1
+        }
     }
 
     // MARK: Cancellation
 
-    /// Stops everything: the producer task is cancelled, waiters are resumed, `next()`
-    /// returns `nil` from now on. Idempotent.
+    /// Stops everything: the producer task is cancelled, waiters return, `next()` returns
+    /// `nil` from now on. Idempotent.
     func cancel() {
-        let (task, consumer, producer) = state.withLock { state in
+        let task = state.withLock { state in
             state.cancelled = true
             state.full = nil
             _ = state.accumulator.flush()
-            defer {
-                state.producerTask = nil
-                state.consumer = nil
-                state.producer = nil
-            }
-            return (state.producerTask, state.consumer, state.producer)
+            defer { state.producerTask = nil }
+            return state.producerTask
         }
         task?.cancel()
-        consumer?.resume()
-        producer?.resume()
     }
 }

@@ -1,7 +1,6 @@
 import Foundation
 import IMWire
 import JWTKit
-import Synchronization
 
 /// Verifies login tokens: HS256 JWTs whose `sub` claim is the user id.
 ///
@@ -15,9 +14,9 @@ import Synchronization
 /// let device = try await verifier.verify(login.token)   // throws(AuthError)
 /// ```
 public struct TokenVerifier: Sendable {
-    private let key: HMACKey
-    /// The key as jwt-kit wants it, made once (on first use: adding a key is async).
-    private let keys: KeyCollection
+    /// The key as jwt-kit wants it, made once by a task the initializer starts (adding a key
+    /// is actor-isolated, so it cannot happen in this synchronous initializer).
+    private let keys: Task<JWTKeyCollection, Never>
     /// The required `iss` claim, or `nil` to accept any issuer.
     public let issuer: String?
     /// Seconds of clock skew tolerated on `exp` and `nbf`.
@@ -25,8 +24,12 @@ public struct TokenVerifier: Sendable {
 
     /// Creates a verifier for tokens signed with `secret`.
     public init(secret: String, issuer: String? = nil, leeway: Int = 30) {
-        self.key = HMACKey.gatewayKey(secret: secret)
-        self.keys = KeyCollection(key: self.key)
+        let key = HMACKey.gatewayKey(secret: secret)
+        self.keys = Task {
+            let keys = JWTKeyCollection()
+            await keys.add(hmac: key, digestAlgorithm: .sha256)
+            return keys
+        }
         self.issuer = issuer
         self.leeway = leeway
     }
@@ -61,7 +64,7 @@ public struct TokenVerifier: Sendable {
 
     /// Checks the signature and decodes the claims, mapping jwt-kit's errors.
     private func verifiedClaims(_ token: String) async throws(AuthError) -> VerifiedClaims {
-        let keys = await self.keys.collection()
+        let keys = await self.keys.value
         do {
             return try await keys.verify(token, as: VerifiedClaims.self)
         } catch let error as JWTError where error.errorType == .signatureVerificationFailed {
@@ -71,31 +74,5 @@ public struct TokenVerifier: Sendable {
         } catch {
             throw .malformed(String(describing: error))
         }
-    }
-}
-
-/// jwt-kit's key collection for one key, made on first use and shared from then on (adding
-/// a key is actor-isolated, so it cannot happen in ``TokenVerifier``'s synchronous init).
-private final class KeyCollection: Sendable {
-    private let key: HMACKey
-    private let made = Mutex<Task<JWTKeyCollection, Never>?>(nil)
-
-    init(key: HMACKey) {
-        self.key = key
-    }
-
-    func collection() async -> JWTKeyCollection {
-        let task = made.withLock { made in
-            if let made { return made }
-            let key = self.key
-            let task = Task {
-                let keys = JWTKeyCollection()
-                await keys.add(hmac: key, digestAlgorithm: .sha256)
-                return keys
-            }
-            made = task
-            return task
-        }
-        return await task.value
     }
 }

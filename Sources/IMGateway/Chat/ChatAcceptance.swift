@@ -1,3 +1,4 @@
+import AsyncToolkit
 import IMArchive
 import IMWire
 import Logging
@@ -78,7 +79,7 @@ final class ChatAcceptance: Sendable {
     /// The gateway's own session: the server API's route, and the one that takes over.
     let relay: any ChatRoute
     /// Chats handed over and not answered yet.
-    private let underWay = ConnectionTracker()
+    private let underWay = AsyncCondition(0)
 
     init(context: GatewayContext, relay: any ChatRoute) {
         self.context = context
@@ -130,7 +131,7 @@ final class ChatAcceptance: Sendable {
     /// Returns once no chat is under way (shutdown: the listeners are closed and their
     /// connections have ended).
     func waitUntilIdle() async {
-        await underWay.waitUntilIdle()
+        await underWay.waitUntilZero()
     }
 
     // MARK: Steps

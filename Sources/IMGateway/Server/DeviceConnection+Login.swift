@@ -1,4 +1,3 @@
-import AsyncToolkit
 import Foundation
 import IMArchive
 import IMWire
@@ -69,7 +68,9 @@ extension DeviceConnection {
             // its QoS 1 publish waiting for a PUBACK that never comes, and a login that never
             // ends holds its connection open, and the next login of the device, which waits
             // for it, and so on. Ending the session fails whatever waits on it.
-            let watchdog = Watchdog(until: deadline) { [logger] in
+            let watchdog = Task { [logger] in
+                // Cancelled: the login ended first (a cancelled sleep returns at once).
+                guard (try? await Task.sleep(until: deadline, clock: .continuous)) != nil else { return }
                 logger.notice("the MQTT session did not open within the login's time: ended")
                 await session.end(.loginTimeout)
             }

@@ -1,3 +1,4 @@
+import AsyncToolkit
 import NIOCore
 import Synchronization
 
@@ -6,8 +7,8 @@ final class GatewayStatistics: Sendable {
     /// When the gateway started.
     let started = ContinuousClock.now
     /// Open TLV connections, counted until their MQTT session has ended too (shutdown
-    /// waits for the last one).
-    let connections = ConnectionTracker()
+    /// waits for the last one: ``AsyncCondition/waitUntilZero()``).
+    let connections = AsyncCondition(0)
     /// Chat messages refused RATE_LIMITED (``GatewayConfiguration/LimitSettings/chatRate``).
     let chatRateLimited = Atomic<Int>(0)
     /// Chat deliveries replayed from the archive (catching devices up).

@@ -11,6 +11,9 @@ import Synchronization
 /// wake-up) per message whenever the event loop keeps up; gathered until the turn ends,
 /// every connection of an event loop is drained by one task. Mail posted from any other
 /// thread (tests, a session that is not on the MQTT loop) wakes its connection at once.
+///
+/// Hand-written because what it gathers by, the MQTT loop's turn
+/// (``MosquittoEventLoop/afterCurrentTurn(_:)``), is ours: no library knows it.
 final class MailboxWakeups: Sendable {
     private struct Pending {
         /// Drains by event loop, in the order they were woken.

@@ -22,7 +22,7 @@ struct StatsPublisher: Sendable {
     func payload() async -> StatsPayload {
         StatsPayload(
             gateway: context.gatewayID, ts: unixMilliseconds(),
-            connections: context.statistics.connections.live,
+            connections: context.statistics.connections.read { $0 },
             loggedIn: context.statistics.loggedIn,
             sessions: await context.registry.count,
             messagesIn: context.statistics.messagesIn,

@@ -4,7 +4,8 @@ import Synchronization
 /// Publishes started on a session's MQTT loop in their order, at most `window` waiting for
 /// the broker at once (libmosquitto keeps the rest in a list it searches at every
 /// acknowledgement); each acknowledgement starts the next on the loop itself, so a group's
-/// copies cost no task and no thread hop each.
+/// copies cost no task and no thread hop each. (``AsyncSemaphore`` would do the counting,
+/// with a task per publish waiting for its permit: what this exists to avoid.)
 final class WindowedPublish: Sendable {
     private struct State: Sendable {
         var next = 0

@@ -1,3 +1,4 @@
+import AsyncToolkit
 import ArgumentParser
 import Foundation
 import IMArchive
@@ -141,30 +142,27 @@ struct ArchiveCommand: AsyncParsableCommand {
         let body = Array("{\"from\":\"\(sender)\",\"text\":\"\(text)\",\"type\":\"text\"}".utf8)
         let copies = recipients.map { ArchiveMessage.Copy(stream: $0) } + [ArchiveMessage.Copy(stream: sender, origin: "phone")]
         let pump = Pump(count: count)
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            pump.done.withLock { $0 = done }
-            @Sendable func appendNext() {
-                guard let index = pump.take() else { return }
-                let message = ArchiveMessage(
-                    sender: sender, messageID: "m-\(index)", fingerprint: UInt64(index), serverTime: UInt64(Date().timeIntervalSince1970 * 1000),
-                    body: body, copies: copies)
-                let started = MonotonicClock.nanoseconds()
-                archive.append(message) { result in
-                    let took = MonotonicClock.nanoseconds() - started
-                    latencies.values.withLock { $0.append(took) }
-                    if case .failure(let error) = result { Log.info("append failed: \(error)") }
-                    if pump.finished() { pump.done.withLock { $0.take() }?.resume() } else { appendNext() }
-                }
+        @Sendable func appendNext() {
+            guard let index = pump.take() else { return }
+            let message = ArchiveMessage(
+                sender: sender, messageID: "m-\(index)", fingerprint: UInt64(index), serverTime: UInt64(Date().timeIntervalSince1970 * 1000),
+                body: body, copies: copies)
+            let started = MonotonicClock.nanoseconds()
+            archive.append(message) { result in
+                let took = MonotonicClock.nanoseconds() - started
+                latencies.values.withLock { $0.append(took) }
+                if case .failure(let error) = result { Log.info("append failed: \(error)") }
+                if !pump.finished() { appendNext() }
             }
-            for _ in 0..<min(window, count) { appendNext() }
         }
+        for _ in 0..<min(window, count) { appendNext() }
+        await pump.allDone()
     }
 
     /// Which message a sender appends next, and how many are done.
     final class Pump: Sendable {
         let count: Int
-        private let state = Mutex((next: 0, done: 0))
-        let done = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        private let state = AsyncCondition((next: 0, done: 0))
 
         init(count: Int) { self.count = count }
 
@@ -183,6 +181,12 @@ struct ArchiveCommand: AsyncParsableCommand {
                 state.done += 1
                 return state.done == count
             }
+        }
+
+        /// Returns once all `count` are done.
+        func allDone() async {
+            let count = self.count
+            await state.waitIgnoringCancellation { $0.done == count ? () : nil }
         }
     }
 

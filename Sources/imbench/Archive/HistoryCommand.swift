@@ -196,17 +196,15 @@ struct HistoryCommand: AsyncParsableCommand {
         // next; `senders` × 64 in flight.
         let pump = ArchiveCommand.Pump(count: messages)
         let inFlight = min(senders * 64, messages)
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            pump.done.withLock { $0 = done }
-            @Sendable func appendNext() {
-                guard let index = pump.take() else { return }
-                archive.append(plan.message(index)) { _ in
-                    if index % 1_000_000 == 0, index > 0 { Log.info("filled \(index) messages") }
-                    if pump.finished() { pump.done.withLock { $0.take() }?.resume() } else { appendNext() }
-                }
+        @Sendable func appendNext() {
+            guard let index = pump.take() else { return }
+            archive.append(plan.message(index)) { _ in
+                if index % 1_000_000 == 0, index > 0 { Log.info("filled \(index) messages") }
+                if !pump.finished() { appendNext() }
             }
-            for _ in 0..<inFlight { appendNext() }
         }
+        for _ in 0..<inFlight { appendNext() }
+        await pump.allDone()
         // Every refused append is counted by the archive.
         let failed = archive.statistics.refused.load(ordering: .relaxed)
         guard failed == 0 else { throw ValidationError("\(failed) appends failed while filling") }

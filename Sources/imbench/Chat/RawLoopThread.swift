@@ -10,6 +10,9 @@ import Glibc
 /// shares with the task that made it, and its end: the raw paths' clients (``RawMQTTClients``,
 /// ``RawGroupClients``) start it once their handles are connected, ask things of it through
 /// ``shared`` and ``wake()``, and ``close(_:)`` it.
+///
+/// Hand-written because it is the baseline: raw libmosquitto handles on one thread of their
+/// own, as the gateway's loop drives its clients, without the wrapper it is measured against.
 final class RawLoopThread<Shared: Sendable>: Sendable {
     private struct Lifecycle {
         var started = false

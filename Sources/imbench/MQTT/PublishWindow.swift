@@ -1,4 +1,4 @@
-import Synchronization
+import AsyncToolkit
 
 /// A publisher's window on the wrapper path (``WrapperChatRun``): a message holds a slot
 /// until it is both acknowledged and received; whoever sees the second of the two calls
@@ -6,49 +6,41 @@ import Synchronization
 ///
 /// `start-publish` waits for freed slots (``waitForFree()``); `callbacks` claims slots with
 /// ``claim(limit:)`` and has a hook (``onFree(_:)``) start the next publish when one is freed.
+///
+/// Built on ``AsyncCondition``; not ``AsyncSemaphore``, which has no sequence claimed with
+/// the slot, no hook run at each free, and no end that lets every waiter go.
 final class PublishWindow: Sendable {
-    private struct State {
+    private struct State: Sendable {
         var inUse = 0
         var lastSequence = 0
         /// Frees nobody has waited for yet (`start-publish`).
         var unclaimedFrees = 0
-        var waiter: CheckedContinuation<Bool, Never>?
         var finished = false
         var onFree: (@Sendable () -> Void)?
     }
 
-    private let state = Mutex(State())
+    private let state = AsyncCondition(State())
 
     /// A message completed: its slot is free.
     func slotFreed() {
-        let (waiter, hook) = state.withLock { state -> (CheckedContinuation<Bool, Never>?, (@Sendable () -> Void)?) in
+        let hook = state.withLock { state in
             if state.inUse > 0 { state.inUse -= 1 }
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return (waiter, state.onFree)
-            }
             state.unclaimedFrees += 1
-            return (nil, state.onFree)
+            return state.onFree
         }
-        waiter?.resume(returning: true)
         hook?()
     }
 
     /// Returns true once a slot was freed (at once if one was freed meanwhile), false once
     /// the window is finished.
     func waitForFree() async -> Bool {
-        await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> Bool? in
-                if state.unclaimedFrees > 0 {
-                    state.unclaimedFrees -= 1
-                    return true
-                }
-                if state.finished { return false }
-                state.waiter = continuation
-                return nil
+        await state.wait { (state: inout State) -> Bool? in
+            if state.unclaimedFrees > 0 {
+                state.unclaimedFrees -= 1
+                return true
             }
-            if let ready { continuation.resume(returning: ready) }
-        }
+            return state.finished ? false : nil
+        } ?? false
     }
 
     /// Takes a slot and returns the next sequence number, or nil when `limit` slots are in use.
@@ -76,12 +68,9 @@ final class PublishWindow: Sendable {
 
     /// No more publishing: a waiter returns false, the hook is dropped.
     func finish() {
-        let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+        state.withLock { state in
             state.finished = true
             state.onFree = nil
-            defer { state.waiter = nil }
-            return state.waiter
         }
-        waiter?.resume(returning: false)
     }
 }

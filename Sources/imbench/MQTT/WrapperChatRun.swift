@@ -1,3 +1,4 @@
+import Atomics
 import Mosquitto
 import Synchronization
 
@@ -82,7 +83,8 @@ enum WrapperChatRun {
 
         var watch = [ChatPhase.Watched(label: "bench", pid: ProcessSample.ownPID())]
         if let brokerPID { watch.append(ChatPhase.Watched(label: "broker", pid: brokerPID)) }
-        let stop = StopSignal()
+        // Set once at the end, read by every publisher before each message.
+        let stop = ManagedAtomic(false)
         let workers = Mutex<Task<Void, Never>?>(nil)
         let frozenPublishers = publishers
         let result: ChatPhaseResult
@@ -99,7 +101,8 @@ enum WrapperChatRun {
                                     ledger: ledger, stop: stop, window: windows[pair])
                                 switch api {
                                 case .publish:
-                                    let claim = SequenceClaim()
+                                    // The pair's sequences 1, 2, 3... for its publishing tasks.
+                                    let claim = ManagedAtomic(0)
                                     for _ in 0..<settings.window {
                                         group.addTask(executorPreference: loop.taskExecutor) { await sender.publishLoop(publisher, claim: claim) }
                                     }
@@ -111,7 +114,7 @@ enum WrapperChatRun {
                                     if settings.rate != nil {
                                         // With a rate, time drives publishing too, not only freed slots.
                                         group.addTask {
-                                            while !stop.isSet {
+                                            while !stop.load(ordering: .relaxed) {
                                                 publisher.perform { sender.pump($0) }
                                                 try? await Task.sleep(for: .microseconds(200))
                                             }
@@ -124,11 +127,11 @@ enum WrapperChatRun {
                     workers.withLock { $0 = task }
                 },
                 stop: {
-                    stop.set()
+                    stop.store(true, ordering: .relaxed)
                     for window in windows { window.finish() }
                 })
         } catch {
-            stop.set()
+            stop.store(true, ordering: .relaxed)
             for window in windows { window.finish() }
             await closeAll()
             throw error
@@ -166,7 +169,7 @@ enum WrapperChatRun {
         let settings: ChatSettings
         let startedAt: UInt64
         let ledger: ChatLedger
-        let stop: StopSignal
+        let stop: ManagedAtomic<Bool>
         let window: PublishWindow
 
         /// The payload of the next message, or nil once stopped; waits for the rate.
@@ -176,14 +179,14 @@ enum WrapperChatRun {
                 let now = MonotonicClock.nanoseconds()
                 if due > now { try? await Task.sleep(for: .nanoseconds(Int64(due - now))) }
             }
-            if stop.isSet { return nil }
+            if stop.load(ordering: .relaxed) { return nil }
             return BenchPayload.make(sequence: sequence, sentAt: MonotonicClock.nanoseconds(), size: settings.size)
         }
 
         /// `.publish`: one of `window` loops: publish, await PUBACK, await receipt.
-        func publishLoop(_ client: isolated MosquittoClient, claim: SequenceClaim) async {
-            while !stop.isSet {
-                let sequence = claim.next()
+        func publishLoop(_ client: isolated MosquittoClient, claim: ManagedAtomic<Int>) async {
+            while !stop.load(ordering: .relaxed) {
+                let sequence = claim.wrappingIncrementThenLoad(ordering: .relaxed)
                 guard let payload = await next(sequence) else { return }
                 ledger.sent(pair: pair)
                 do {
@@ -216,7 +219,7 @@ enum WrapperChatRun {
                 }
                 var sequence = 0
                 var slots = settings.window
-                while !stop.isSet {
+                while !stop.load(ordering: .relaxed) {
                     if slots == 0 {
                         guard await window.waitForFree() else { break }
                         slots += 1
@@ -240,7 +243,7 @@ enum WrapperChatRun {
 
         /// `.callbacks`: starts what the window allows, on the loop thread.
         func pump(_ client: isolated MosquittoClient) {
-            while !stop.isSet, let sequence = window.claim(limit: settings.window) {
+            while !stop.load(ordering: .relaxed), let sequence = window.claim(limit: settings.window) {
                 if let rate = settings.ratePerPair,
                    MonotonicClock.nanoseconds() < startedAt + UInt64(Double(sequence - 1) / rate * 1e9) {
                     window.unclaim()
