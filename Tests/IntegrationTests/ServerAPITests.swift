@@ -97,6 +97,76 @@ struct ServerAPITests {
         await gateway.stop()
     }
 
+    @Test("a message sent as a user is that user's too (6.14): a carbon to each of her devices, in her history, one-to-one and in a group; the system sender has neither")
+    func sentAsUser() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        let alice = try await TestDevice.connect(port: gateway.port)
+        try await alice.login(token: try await minter.mint(user: "alice"), device: "phone")
+        let bob = try await TestDevice.connect(port: gateway.port)
+        try await bob.login(token: try await minter.mint(user: "bob"), device: "phone")
+
+        let direct = try await Self.call(gateway, "POST", "/v1/users/bob/messages", body: #"{"id":"as-1","from":"alice","text":"from the web app"}"#)
+        #expect(direct.status == 202, "\(direct.body)")
+        #expect(try await bob.nextDelivery().messageID == "as-1")
+        let carbon = try await alice.nextDelivery(within: 10, "the carbon of as-1")
+        #expect(carbon.messageID == "as-1" && carbon.carbon && carbon.from == "alice" && carbon.to == "bob")
+        let history = try await Self.call(gateway, "GET", "/v1/users/alice/history/with/bob")
+        let messages = history.json?["messages"] as? [[String: Any]] ?? []
+        #expect(messages.map { $0["id"] as? String } == ["as-1"] && messages.first?["carbon"] as? Bool == true, "\(history.body)")
+
+        #expect(try await Self.call(gateway, "POST", "/v1/groups/team", body: #"{"members":["alice","bob"]}"#).status == 201)
+        let group = try await Self.call(gateway, "POST", "/v1/groups/team/messages", body: #"{"id":"as-2","from":"alice","text":"to the team"}"#)
+        #expect(group.status == 202, "\(group.body)")
+        #expect(try await bob.nextDelivery().messageID == "as-2")
+        let groupCarbon = try await alice.nextDelivery(within: 10, "the carbon of as-2")
+        #expect(groupCarbon.messageID == "as-2" && groupCarbon.carbon && groupCarbon.group == "team")
+        let groupHistory = try await Self.call(gateway, "GET", "/v1/users/alice/history/group/team")
+        #expect((groupHistory.json?["messages"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == ["as-2"], "\(groupHistory.body)")
+
+        // The system sender: to bob only, no stream of its own.
+        #expect(try await Self.call(gateway, "POST", "/v1/users/bob/messages", body: #"{"id":"sys-1","text":"maintenance"}"#).status == 202)
+        #expect(try await bob.nextDelivery().messageID == "sys-1")
+        let systemHistory = try await Self.call(gateway, "GET", "/v1/users/system/history/with/bob")
+        #expect((systemHistory.json?["messages"] as? [Any])?.isEmpty == true, "no own copy for the system sender: \(systemHistory.body)")
+        await gateway.stop()
+        await broker.stop()
+    }
+
+    @Test("a removed member keeps what it received while a member and gets nothing sent after the removal: its conversation list ends there, its devices get nothing more, HISTORY of the group is FORBIDDEN")
+    func removedMember() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let minter = TokenMinter(secret: IMGWProcess.secret)
+        let carol = try await TestDevice.connect(port: gateway.port)
+        try await carol.login(token: try await minter.mint(user: "carol"), device: "phone")
+        #expect(try await Self.call(gateway, "POST", "/v1/groups/team", body: #"{"members":["alice","bob","carol"]}"#).status == 201)
+        #expect(try await Self.call(gateway, "POST", "/v1/groups/team/messages", body: #"{"id":"g-1","from":"alice","text":"before"}"#).status == 202)
+        #expect(try await carol.nextDelivery().messageID == "g-1")
+        let removal = try await Self.call(gateway, "DELETE", "/v1/groups/team/members/carol")
+        #expect(removal.status == 200 && removal.json?["removed"] as? Bool == true, "\(removal.body)")
+        for index in 2...4 {
+            #expect(try await Self.call(gateway, "POST", "/v1/groups/team/messages", body: #"{"id":"g-\#(index)","from":"alice","text":"after"}"#).status == 202)
+        }
+        // A marker after them, to carol herself: everything before it has been delivered.
+        #expect(try await Self.call(gateway, "POST", "/v1/users/carol/messages", body: #"{"id":"marker","text":"x"}"#).status == 202)
+        #expect(try await carol.nextDelivery().messageID == "marker", "nothing of the group after her removal")
+
+        let list = try await Self.call(gateway, "GET", "/v1/users/carol/conversations")
+        let lines = list.json?["conversations"] as? [[String: Any]] ?? []
+        let team = lines.first { $0["group"] as? String == "team" }
+        #expect((team?["last"] as? [String: Any])?["id"] as? String == "g-1", "the group's newest message for her is the last one before: \(list.body)")
+        let history = try await Self.call(gateway, "GET", "/v1/users/carol/history/group/team")
+        #expect((history.json?["messages"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == ["g-1"], "\(history.body)")
+        // Her device: FORBIDDEN, as for anyone who is not a member now.
+        let asked = try await carol.send(.history(HistoryQuery(conversation: .group("team"))))
+        let refused = try await carol.nextAck(of: asked)
+        #expect(refused.error == .forbidden, "\(refused)")
+        await gateway.stop()
+        await broker.stop()
+    }
+
     @Test("bad requests are 400 with a JSON error: an invalid user id, a body that is not the schema's")
     func badRequests() async throws {
         let broker = try await TestBroker.start()

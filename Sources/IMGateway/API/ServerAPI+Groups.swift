@@ -130,7 +130,7 @@ extension ServerAPI {
         }
         let chat = ChatSend(group: group, messageID: body.id, content: .text(body.text))
         let sent: Sent
-        switch await send(chat, from: from, to: members.keys.filter { $0 != from }.sorted()) {
+        switch await send(chat, from: from, asUser: body.from != nil, to: members.keys.filter { $0 != from }.sorted()) {
         case .success(let outcome): sent = outcome
         case .failure(.reused):
             return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))

@@ -43,7 +43,7 @@ struct ServerAPI: APIProtocol {
         }
         let chat = ChatSend(to: to, messageID: body.id, content: .text(body.text))
         let sent: Sent
-        switch await send(chat, from: from, to: [to]) {
+        switch await send(chat, from: from, asUser: body.from != nil, to: [to]) {
         case .success(let outcome): sent = outcome
         case .failure(.reused):
             return .conflict(.init(body: .json(Self.error("conflict", "message id \(body.id) of \(from) was used for another message"))))
@@ -158,11 +158,13 @@ struct ServerAPI: APIProtocol {
 
     /// Sends `chat` from `from` to `recipients` (the one-to-one recipient, or a group's other
     /// members) through ``ChatAcceptance``, which stores it and publishes it whatever happens to
-    /// this request.
-    func send(_ chat: ChatSend, from: String, to recipients: [String]) async -> Result<Sent, SendFailure> {
+    /// this request. Sent as a user (`asUser`: the request named `from`), it is a chat that user
+    /// sent, as from a device (PROTOCOL.md 6.14): the user's own copy in the user's stream, and a
+    /// carbon to every device of the user. The system sender has neither.
+    func send(_ chat: ChatSend, from: String, asUser: Bool, to recipients: [String]) async -> Result<Sent, SendFailure> {
         let logger = ConnectionLogger(context.logger, peer: "server API, key \(APIKeyMiddleware.caller ?? "?")")
         let accepted = ChatAcceptance.Chat(
-            send: chat, from: from, device: nil, recipients: recipients, ownCopy: false, carbon: false,
+            send: chat, from: from, device: nil, recipients: recipients, ownCopy: asUser, carbon: asUser,
             serverTime: unixMilliseconds(), window: 64)
         switch await acceptance.accept(accepted, via: nil, logger: logger) {
         case .accepted(let outcome):

@@ -17,8 +17,9 @@ public import struct Foundation.Data
 public import struct Foundation.Date
 import HTTPTypes
 /// The app backend's side of imgw: send messages, look up presence, disconnect devices and
-/// revoke tokens, and own the groups' membership. Any gateway serves any request (the state lives in the broker), so the API
-/// works the same behind a load balancer. Off unless `api.keys` is configured; listens on
+/// revoke tokens, own the groups' membership, read a user's history and conversations from the
+/// message archive, and erase a user. Any gateway serves any request (the state lives in the
+/// broker and the archive they share), so the API works the same behind a load balancer. Off unless `api.keys` is configured; listens on
 /// `api.host:api.port` (127.0.0.1:9470). Every request carries one of the configured keys as
 /// a bearer token; without a valid one the answer is 401 and nothing else.
 ///
@@ -64,6 +65,9 @@ public struct Client: APIProtocol {
     /// an archive it is known only on the gateway that took the first, for 10 minutes (the
     /// last 4,096 ids per sender), and a repeat is not published again; through another
     /// gateway the copy is published, and the recipient's gateway and IMClient drop it.
+    /// Sent as a user (`from`), it is a chat that user sent (PROTOCOL.md 6.14): the user's own
+    /// copy is in the user's stream and history, and every device of the user gets its carbon.
+    /// Sent as the system, there is no such copy.
     ///
     ///
     /// - Remark: HTTP `POST /v1/users/{user}/messages`.
@@ -1051,7 +1055,10 @@ public struct Client: APIProtocol {
     }
     /// A page of a group's conversation as the user has it (what was sent while the user was a member), oldest first.
     ///
-    /// As the one-to-one history, for the group.
+    /// As the one-to-one history, for the group. The user's stream as it is, whether or not
+    /// the user is a member now: a former member's page holds what it got while a member,
+    /// another user's is empty (a device of either is refused FORBIDDEN, PROTOCOL.md 6.15).
+    ///
     ///
     /// - Remark: HTTP `GET /v1/users/{user}/history/group/{group}`.
     /// - Remark: Generated from `#/paths//v1/users/{user}/history/group/{group}/get(getGroupHistory)`.
@@ -2146,8 +2153,9 @@ public struct Client: APIProtocol {
     }
     /// Send a chat message to every member of a group, as a member or as the system.
     ///
-    /// One copy per member (but `from`), like a member's message. Idempotent on the sender and
-    /// `id` together, as for `sendMessage` (the group counts as the recipient). 403 when
+    /// One copy per member (but `from`), like a member's message; sent as a member (`from`),
+    /// that member's own copy and carbons too, as for `sendMessage`. Idempotent on the sender
+    /// and `id` together, as for `sendMessage` (the group counts as the recipient). 403 when
     /// `from` is not a member; 404 when the group has no members.
     ///
     ///
