@@ -118,6 +118,70 @@ struct StoredChatDeliveryTests {
         await bob.stop()
     }
 
+    @Test("the sender's connection ends 0-150 ms after a DELETE: every deletion the archive holds reaches the online recipient as a tombstone, live, within 1 s, once")
+    func deleterGoneAtOnce() async throws {
+        let broker = try await TestBroker.start()
+        let gateway = try await IMGWProcess.start(broker: broker, api: true)
+        let bob = try await Recipient(gateway)
+        let token = try await TokenMinter(secret: IMGWProcess.secret).mint(user: "alice")
+        let count = 80
+        for index in 0..<count {
+            let sent = try await ServerAPITests.call(gateway, "POST", "/v1/users/bob/messages", body: #"{"id":"d-\#(index)","from":"alice","text":"x"}"#)
+            try #require(sent.status == 202, "\(sent.body)")
+        }
+        let deadline = ContinuousClock.now + .seconds(15)
+        while bob.received.count < count && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        try #require(bob.received.count == count, "bob got \(bob.received.count) of \(count) messages")
+
+        var ended: [String: ContinuousClock.Instant] = [:]
+        var generator = SystemRandomNumberGenerator()
+        for index in 0..<count {
+            let socket = try RawSocket(port: gateway.port)
+            try socket.send(.login(LoginRequest(token: token, deviceID: "phone")), sequence: 1)
+            let frames = try await socket.readFrames { frame in
+                if case .loginOK? = try? IMMessage(frame: frame) { return true }
+                if case .error? = try? IMMessage(frame: frame) { return true }
+                return false
+            }
+            try #require(frames.contains { if case .loginOK? = try? IMMessage(frame: $0) { true } else { false } }, "login \(index)")
+            try socket.send(.delete(MessageDelete(messageID: "d-\(index)")), sequence: 2)
+            // A deletion is a request, answered after its tombstones are stored and published
+            // (about 100 ms here): the connection ends anywhere in that time.
+            let pause = UInt32.random(in: 0...150_000, using: &generator)
+            if pause > 0 { usleep(pause) }
+            if index % 2 == 0 { socket.reset() } else { socket.close() }
+            ended["d-\(index)"] = .now
+        }
+
+        // The deletions the archive holds: bob's history shows those messages deleted.
+        var deleted: Set<String> = []
+        let settle = ContinuousClock.now + .seconds(15)
+        while true {
+            let page = try await ServerAPITests.call(gateway, "GET", "/v1/users/bob/history/with/alice?limit=200")
+            let messages = page.json?["messages"] as? [[String: Any]] ?? []
+            deleted = Set(messages.filter { $0["deleted"] as? Bool == true }.compactMap { $0["id"] as? String })
+            let tombstones = Set(bob.deliveries.filter(\.deleted).map(\.id))
+            if deleted.isSubset(of: tombstones) || ContinuousClock.now > settle { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        let tombstones = bob.deliveries.filter(\.deleted)
+        #expect(deleted.count >= count / 10, "only \(deleted.count) of \(count) deletions were stored: the test did not test much")
+        let missing = deleted.subtracting(tombstones.map(\.id))
+        #expect(missing.isEmpty, "\(missing.count) of \(deleted.count) stored deletions never reached bob while he was online: \(missing.sorted().prefix(10)); imgw: \(gateway.output.text.withLock { $0.suffix(6000) })")
+        var late: [String] = []
+        var twice: [String] = []
+        for id in deleted.sorted() {
+            let copies = tombstones.filter { $0.id == id }
+            guard let first = copies.first, let end = ended[id] else { continue }
+            if copies.count > 1 { twice.append(id) }
+            if first.archived || first.at - end > .seconds(1) { late.append("\(id) after \(first.at - end)\(first.archived ? " (replayed)" : "")") }
+        }
+        #expect(late.isEmpty, "\(late.count) tombstones were not live within 1 s: \(late.prefix(10))")
+        #expect(twice.isEmpty, "\(twice.count) tombstones reached bob more than once: \(twice.prefix(10))")
+        await bob.stop()
+    }
+
     /// The ids of alice's messages in bob's conversation with her (or in the group), from the
     /// archive, through the server API's history.
     static func storedIDs(_ gateway: IMGWProcess, group: Bool) async throws -> Set<String> {
@@ -143,6 +207,8 @@ struct StoredChatDeliveryTests {
             var id: String
             var at: ContinuousClock.Instant
             var archived: Bool
+            /// A tombstone (the message was deleted for everyone).
+            var deleted = false
         }
 
         /// What arrived, in order.
@@ -163,7 +229,7 @@ struct StoredChatDeliveryTests {
                     guard let frame = try? await device.frames.next(within: 3_600, "a frame for bob") else { return }
                     guard case .delivery(let delivery)? = try? IMMessage(frame: frame) else { continue }
                     let at = ContinuousClock.now
-                    log.items.withLock { $0.append(Delivery(id: delivery.messageID, at: at, archived: delivery.archived)) }
+                    log.items.withLock { $0.append(Delivery(id: delivery.messageID, at: at, archived: delivery.archived, deleted: delivery.deleted)) }
                     try? await device.ack(frame)
                 }
             }

@@ -111,7 +111,7 @@ final class ChatAcceptance: Sendable {
         case .new:
             let recipients = chat.recipients.map { publish(chat, to: $0, offset: nil, epoch: nil) }
             let copies = recipients + (chat.carbon ? [publish(chat, carbonOffset: nil, epoch: nil)] : [])
-            self.publish(copies, of: chat, via: route, logger: logger) { failure in
+            self.publish(copies, of: chat.send.messageID, window: chat.window, via: route, logger: logger) { failure in
                 if let failure { return answer(.notPublished(failure)) }
                 self.context.dedup.record(user: chat.from, id: chat.send.messageID, fingerprint: chat.fingerprint, serverTime: chat.serverTime)
                 self.accepted(chat)
@@ -182,7 +182,7 @@ final class ChatAcceptance: Sendable {
         // The sending device has its own copy, and (a chat to itself) the recipient's too.
         let done = [own].compactMap { $0 } + received.filter { $0.stream == chat.from && chat.send.group == nil }.map(\.offset)
         let chatForAnswer = chat
-        publish(publishes, of: chat, via: route, logger: logger) { failure in
+        publish(publishes, of: chat.send.messageID, window: chat.window, via: route, logger: logger) { failure in
             if let failure { return answer(.notPublished(failure)) }
             if !isRepeat { self.accepted(chatForAnswer) }
             answer(.accepted(Accepted(serverTime: chatForAnswer.serverTime, ownOffset: own, done: done, isRepeat: isRepeat, copies: received.count)))
@@ -219,32 +219,44 @@ final class ChatAcceptance: Sendable {
 
     /// Publishes `publishes` through `route`, and through the ``relay`` what `route` did not
     /// take (or everything, without a route); `done` gets `nil` once the broker has every one,
-    /// else why one is not published.
-    private func publish(
-        _ publishes: [OutgoingPublish], of chat: Chat, via route: (any ChatRoute)?, logger: ConnectionLogger,
+    /// else why one is not published. For whatever the archive holds and must go out whatever
+    /// happens to the device's session: a chat's copies, a deletion's tombstones.
+    func publish(
+        _ publishes: [OutgoingPublish], of messageID: String, window: Int, via route: (any ChatRoute)?, logger: ConnectionLogger,
         done: @escaping @Sendable (String?) -> Void
     ) {
-        guard let route else { return relay(publishes, of: chat, logger: logger, done: done) }
-        route.publishChat(publishes, window: chat.window) { outcomes in
+        guard let route else { return relay(publishes, of: messageID, window: window, logger: logger, done: done) }
+        route.publishChat(publishes, window: window) { outcomes in
             guard outcomes.contains(where: { $0 != nil }) else { return done(nil) }
             let failed = zip(publishes, outcomes).compactMap { $0.1 == nil ? nil : $0.0 }
             logger.notice(
-                "the device's session did not publish the chat: the gateway's own session publishes it",
+                "the device's session did not publish what the archive holds: the gateway's own session publishes it",
                 metadata: [
-                    "message-id": "\(chat.send.messageID)", "copies": "\(failed.count)",
+                    "message-id": "\(messageID)", "copies": "\(failed.count)",
                     "error": "\(outcomes.lazy.compactMap { $0 }.first.map { "\($0)" } ?? "-")",
                 ])
-            self.relay(failed, of: chat, logger: logger, done: done)
+            self.relay(failed, of: messageID, window: window, logger: logger, done: done)
+        }
+    }
+
+    /// ``publish(_:of:window:via:logger:done:)``, awaited. Not cancellable: what was started
+    /// goes out whatever the caller does. Counts as work under way for shutdown.
+    func publish(_ publishes: [OutgoingPublish], of messageID: String, window: Int, via route: (any ChatRoute)?, logger: ConnectionLogger) async -> String? {
+        underWay.enter()
+        defer { underWay.leave() }
+        return await withCheckedContinuation { continuation in
+            publish(publishes, of: messageID, window: window, via: route, logger: logger) { continuation.resume(returning: $0) }
         }
     }
 
     /// Publishes `publishes` through the ``relay``.
-    private func relay(_ publishes: [OutgoingPublish], of chat: Chat, logger: ConnectionLogger, done: @escaping @Sendable (String?) -> Void) {
+    private func relay(
+        _ publishes: [OutgoingPublish], of messageID: String, window: Int, logger: ConnectionLogger, done: @escaping @Sendable (String?) -> Void
+    ) {
         let stored = context.archive != nil
-        relay.publishChat(publishes, window: chat.window) { outcomes in
+        relay.publishChat(publishes, window: window) { outcomes in
             guard let failure = outcomes.lazy.compactMap({ $0 }).first else { return done(nil) }
-            logger.warning(
-                "chat not published", metadata: ["message-id": "\(chat.send.messageID)", "error": "\(failure)", "stored": "\(stored)"])
+            logger.warning("not published", metadata: ["message-id": "\(messageID)", "error": "\(failure)", "stored": "\(stored)"])
             done("\(failure)")
         }
     }

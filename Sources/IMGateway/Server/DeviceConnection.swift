@@ -250,7 +250,8 @@ final class DeviceConnection: ChannelDuplexHandler {
     private func loggedIn(user: String, device: String, resumed: Bool) {
         guard let session = link?.session, let brokerFit = link?.brokerFit, let mailbox else { return }
         logger.identify(user: user, device: device)
-        link?.requests = DeviceRequests(session: session, context: gateway, brokerFit: brokerFit, mailbox: mailbox, logger: logger)
+        link?.requests = DeviceRequests(
+            session: session, context: gateway, acceptance: acceptance, brokerFit: brokerFit, mailbox: mailbox, logger: logger)
         lifetime.loggedIn()
         guard resumed else { return }
         // The broker kept the session (and its subscriptions); queued messages may hold our

@@ -139,7 +139,8 @@ extension DeviceRequests {
 
     /// Deletes one of the user's messages for everyone (PROTOCOL.md 6.18): stored as
     /// tombstones first, then each published to its stream's inbox with its offset (a repeat
-    /// publishes the first deletion's again), then the ACK.
+    /// publishes the first deletion's again), then the ACK. Like a stored chat, the stored
+    /// tombstones go out whatever happens to the device's session (``ChatAcceptance``).
     func delete(_ request: MessageDelete, header: IMFrameHeader) async throws {
         guard let archive = archive(header) else { return }
         let me = session.user
@@ -171,7 +172,9 @@ extension DeviceRequests {
             // This device deleted it: its own tombstone is done.
             if copy.origin == session.device { mailbox.post(.ownStored(copy.offset)) }
         }
-        try await session.publishAll(publishes, window: brokerFit.publishWindow)
+        if let failure = await acceptance.publish(publishes, of: id, window: brokerFit.publishWindow, via: session, logger: logger) {
+            return reply(Ack.refusing(sequence: header.sequence, code: .brokerUnavailable, message: failure), to: header)
+        }
         reply(Ack(sequence: header.sequence, messageID: id, serverTime: deleted.deletedAt), to: header)
     }
 

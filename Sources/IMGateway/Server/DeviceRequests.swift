@@ -40,6 +40,9 @@ struct DeviceRequests: Sendable {
 
     let session: any DeviceSession
     let context: GatewayContext
+    /// What publishes a deletion's stored tombstones, through the gateway's own session if
+    /// the device's cannot.
+    let acceptance: ChatAcceptance
     /// The connection's mailbox, for what its event loop must see in order with the
     /// broker's messages.
     let mailbox: ConnectionMailbox
@@ -59,11 +62,12 @@ struct DeviceRequests: Sendable {
     }
 
     init(
-        session: any DeviceSession, context: GatewayContext, brokerFit: BrokerFit,
+        session: any DeviceSession, context: GatewayContext, acceptance: ChatAcceptance, brokerFit: BrokerFit,
         mailbox: ConnectionMailbox, logger: ConnectionLogger
     ) {
         self.session = session
         self.context = context
+        self.acceptance = acceptance
         self.brokerFit = brokerFit
         self.mailbox = mailbox
         self.logger = logger
