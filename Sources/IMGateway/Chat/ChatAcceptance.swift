@@ -25,25 +25,69 @@ import NIOCore
 /// an accepted id is answered at once, an id reused for another message is refused, a new one
 /// is recorded once the broker has it.
 final class ChatAcceptance: Sendable {
-    /// A chat handed over by its source.
+    /// A chat handed over by its source. A copy costs one reference count whatever it holds
+    /// (the chat path copies it from the connection's queue to the acceptance and into each
+    /// step's closure): its fields live in one immutable box, and a change makes another.
     struct Chat: Sendable {
-        var send: ChatSend
-        /// The sender (a device's user, or the server API's `from`).
-        var from: String
-        /// The device that sent it; `nil` for the server API.
-        var device: String?
-        /// Who gets a copy: the one-to-one recipient, or the group's other members.
-        var recipients: [String]
-        /// Whether the sender's stream gets a copy (every chat of a device, with an archive).
-        var ownCopy: Bool
-        /// Whether a carbon is published for the sender's other devices.
-        var carbon: Bool
-        /// When the gateway took it, Unix milliseconds (a resend answers with the first one's).
-        var serverTime: UInt64
-        /// Publishes waiting for the broker at once, at most.
-        var window: Int
+        /// The fields. Immutable, and every field Sendable: sharing it between copies and
+        /// threads is safe.
+        private final class Fields: Sendable {
+            let send: ChatSend
+            let from: String
+            let device: String?
+            let recipients: [String]
+            let ownCopy: Bool
+            let carbon: Bool
+            let serverTime: UInt64
+            let window: Int
+            /// Computed once (the de-duplication checks it, records it, the archive stores it).
+            let fingerprint: ChatFingerprint
 
-        var fingerprint: ChatFingerprint { ChatFingerprint(send) }
+            init(send: ChatSend, from: String, device: String?, recipients: [String], ownCopy: Bool, carbon: Bool, serverTime: UInt64, window: Int) {
+                self.fingerprint = ChatFingerprint(send)
+                self.send = send
+                self.from = from
+                self.device = device
+                self.recipients = recipients
+                self.ownCopy = ownCopy
+                self.carbon = carbon
+                self.serverTime = serverTime
+                self.window = window
+            }
+        }
+
+        private var fields: Fields
+
+        init(send: ChatSend, from: String, device: String?, recipients: [String], ownCopy: Bool, carbon: Bool, serverTime: UInt64, window: Int) {
+            fields = Fields(send: send, from: from, device: device, recipients: recipients, ownCopy: ownCopy, carbon: carbon, serverTime: serverTime, window: window)
+        }
+
+        /// What the device (or the API) sent.
+        var send: ChatSend { fields.send }
+        /// The sender (a device's user, or the server API's `from`).
+        var from: String { fields.from }
+        /// The device that sent it; `nil` for the server API.
+        var device: String? { fields.device }
+        /// Who gets a copy: the one-to-one recipient, or the group's other members.
+        var recipients: [String] {
+            get { fields.recipients }
+            set { fields = Fields(send: send, from: from, device: device, recipients: newValue, ownCopy: ownCopy, carbon: carbon, serverTime: serverTime, window: window) }
+        }
+        /// Whether the sender's stream gets a copy (every chat of a device, with an archive).
+        var ownCopy: Bool { fields.ownCopy }
+        /// Whether a carbon is published for the sender's other devices.
+        var carbon: Bool { fields.carbon }
+        /// When the gateway took it, Unix milliseconds (a resend answers with the first one's).
+        var serverTime: UInt64 {
+            get { fields.serverTime }
+            set { fields = Fields(send: send, from: from, device: device, recipients: recipients, ownCopy: ownCopy, carbon: carbon, serverTime: newValue, window: window) }
+        }
+        /// Publishes waiting for the broker at once, at most.
+        var window: Int { fields.window }
+
+        /// What makes the chat this chat (a resend has the same, an id reused for another
+        /// message another).
+        var fingerprint: ChatFingerprint { fields.fingerprint }
     }
 
     /// What became of a chat.

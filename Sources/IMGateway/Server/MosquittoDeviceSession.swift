@@ -1,6 +1,7 @@
 import IMWire
 import Logging
 import Mosquitto
+import Synchronization
 
 /// The MQTT v5 session of one logged-in device on the broker: client id derived from user
 /// and device, clean start off, session expiry from the configuration, a retained
@@ -118,20 +119,51 @@ final class MosquittoDeviceSession: DeviceSession {
         }
     }
 
+    /// A chat's publishes, handed over and waiting for the MQTT loop.
+    private struct ChatPublishes {
+        var publishes: [OutgoingPublish]
+        var window: Int
+        var completion: @Sendable ([(any Error)?]) -> Void
+    }
+
+    /// The chats handed over since the last visit to the MQTT loop, and whether one is on its
+    /// way: a burst of chats (a read of the device's socket, an archive commit) costs one
+    /// visit, not one each.
+    private let chatOutbox = Mutex<(waiting: [ChatPublishes], scheduled: Bool)>(([], false))
+
+    /// One copy published: no allocation for the common outcome.
+    private static let oneSucceeded: [(any Error)?] = [nil]
+
     func publishChat(_ publishes: [OutgoingPublish], window: Int, completion: @escaping @Sendable ([(any Error)?]) -> Void) {
-        guard publishes.count == 1 else {
-            return WindowedPublish.start(publishes, window: window, on: client) { completion($0.map { $0 }) }
+        let schedule = chatOutbox.withLock { outbox in
+            outbox.waiting.append(ChatPublishes(publishes: publishes, window: window, completion: completion))
+            defer { outbox.scheduled = true }
+            return !outbox.scheduled
+        }
+        guard schedule else { return }
+        client.perform { [self] client in
+            let chats = chatOutbox.withLock { outbox -> [ChatPublishes] in
+                outbox.scheduled = false
+                defer { outbox.waiting = [] }
+                return outbox.waiting
+            }
+            for chat in chats { Self.start(chat, on: client) }
+        }
+    }
+
+    /// Starts `chat`'s publishes (on the loop).
+    private static func start(_ chat: ChatPublishes, on client: isolated MosquittoClient) {
+        let completion = chat.completion
+        guard chat.publishes.count == 1 else {
+            return WindowedPublish.start(chat.publishes, window: chat.window, onLoopOf: client) { completion($0.map { $0 }) }
         }
         // A one-to-one chat without a carbon: the common case, without a window to keep.
-        let publish = publishes[0]
-        client.perform { client in
-            do {
-                try publish.start(on: client) { outcome in
-                    if case .failure(let error) = outcome { completion([error]) } else { completion([nil]) }
-                }
-            } catch {
-                completion([error])
+        do {
+            try chat.publishes[0].start(on: client) { outcome in
+                if case .failure(let error) = outcome { completion([error]) } else { completion(oneSucceeded) }
             }
+        } catch {
+            completion([error])
         }
     }
 

@@ -38,6 +38,15 @@ final class WindowedPublish: Sendable {
         client.perform { client in run.fill(on: client) }
     }
 
+    /// ``start(_:window:on:completion:)`` from the client's own loop (no hop).
+    static func start(
+        _ publishes: [OutgoingPublish], window: Int, onLoopOf client: isolated MosquittoClient,
+        completion: @escaping @Sendable ([MosquittoError?]) -> Void
+    ) {
+        guard !publishes.isEmpty else { return completion([]) }
+        WindowedPublish(publishes, window: window, completion: completion).fill(on: client)
+    }
+
     /// Publishes `publishes` on `client`; returns once the broker has every one, or throws the
     /// first failure. Not cancellable: the publishes started complete whatever the caller does.
     static func run(_ publishes: [OutgoingPublish], window: Int, on client: MosquittoClient) async throws {
