@@ -267,7 +267,9 @@ let package = Package(
                 "IMArchive",
                 "IMTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
-            ]
+            ],
+            // An archive of each earlier schema that imgw wrote, and the script that made it.
+            resources: [.copy("Fixtures")]
         ),
         .testTarget(
             name: "FaultProxyTests",

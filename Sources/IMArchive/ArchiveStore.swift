@@ -88,11 +88,16 @@ public protocol ArchiveStore: Sendable {
     /// waits (SQLite: the end of a checkpoint). It must be short, and cheap when there is
     /// nothing to do: it runs after every batch that empties the queue.
     var blockingIdle: (@Sendable () -> Void)? { get }
+    /// Whether this process is the store's only writer (SQLite, one gateway): then what a
+    /// login reads can be kept in memory from the archive's own writes (``KnownBounds``).
+    /// `false` (the default) when other gateways may write the same streams.
+    var isSoleWriter: Bool { get }
 }
 
 extension ArchiveStore {
     public var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? { nil }
     public var blockingIdle: (@Sendable () -> Void)? { nil }
+    public var isSoleWriter: Bool { false }
 }
 
 /// What a store holds.

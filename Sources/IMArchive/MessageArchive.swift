@@ -90,6 +90,9 @@ public final class MessageArchive: Sendable {
     public let statistics = ArchiveStatistics()
     private let logger: Logger
     private let state = Mutex(State())
+    /// What logins read, kept from this archive's writes; `nil` unless the store is
+    /// written by this gateway alone.
+    private let known: Mutex<KnownBounds>?
 
     private struct State: ~Copyable {
         var queue = GroupCommitQueue<Completion>()
@@ -136,6 +139,7 @@ public final class MessageArchive: Sendable {
         self.store = store
         self.settings = settings
         self.logger = logger
+        self.known = store.isSoleWriter ? Mutex(KnownBounds()) : nil
     }
 
     // MARK: Writing
@@ -256,16 +260,27 @@ public final class MessageArchive: Sendable {
         return try await reading("read \(stream)") { try await store.read(stream: stream, after: after, through: through, limit: limit) }
     }
 
-    /// What `stream` holds.
+    /// What `stream` holds (from memory when this gateway's writes tell it: ``KnownBounds``).
     public func bounds(of stream: String) async throws(ArchiveError) -> StreamBounds {
+        let generation = known?.withLock { $0.generation }
+        if let bounds = known?.withLock({ $0.bounds(of: stream) }) {
+            statistics.boundsFromMemory.add(1, ordering: .relaxed)
+            return bounds
+        }
         let store = self.store
-        return try await reading("bounds of \(stream)") { try await store.bounds(of: stream) }
+        let bounds = try await reading("bounds of \(stream)") { try await store.bounds(of: stream) }
+        if let generation { known?.withLock { $0.read(bounds, of: stream, since: generation) } }
+        return bounds
     }
 
-    /// The saved position of a device.
+    /// The saved position of a device (from memory when this gateway's writes tell it).
     public func position(user: String, device: String) async throws(ArchiveError) -> UInt64? {
+        let generation = known?.withLock { $0.generation }
+        if let position = known?.withLock({ $0.position(user: user, device: device) }) { return position }
         let store = self.store
-        return try await reading("position of \(user)/\(device)") { try await store.position(user: user, device: device) }
+        let position = try await reading("position of \(user)/\(device)") { try await store.position(user: user, device: device) }
+        if let generation { known?.withLock { $0.read(position: position, user: user, device: device, since: generation) } }
+        return position
     }
 
     /// A page of `conversation`'s history in `stream` (``ArchiveStore/history(stream:conversation:position:limit:)``).
@@ -293,14 +308,19 @@ public final class MessageArchive: Sendable {
     /// Deletes a message for everyone (``ArchiveStore/deleteMessage(sender:messageID:at:origin:tombstone:)``).
     public func deleteMessage(sender: String, messageID: String, at time: UInt64, origin: String?, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws(ArchiveError) -> DeletedMessage? {
         let store = self.store
-        return try await reading("delete \(messageID) of \(sender)") {
+        let deleted = try await reading("delete \(messageID) of \(sender)") {
             try await store.deleteMessage(sender: sender, messageID: messageID, at: time, origin: origin, tombstone: tombstone)
         }
+        if let deleted, deleted.first {
+            known?.withLock { known in for copy in deleted.tombstones { known.appended(copy.offset, to: copy.stream) } }
+        }
+        return deleted
     }
 
     /// Erases what the archive holds of `user` (``ArchiveStore/eraseUser(_:at:tombstone:)``).
     public func eraseUser(_ user: String, at time: UInt64, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws(ArchiveError) -> UserErasure {
         let store = self.store
+        defer { known?.withLock { $0.erased(user) } }
         return try await reading("erase \(user)") { try await store.eraseUser(user, at: time, tombstone: tombstone) }
     }
 
@@ -536,6 +556,13 @@ public final class MessageArchive: Sendable {
                 }
             }
             statistics.positionsSaved.add(batch.positions.count, ordering: .relaxed)
+            known?.withLock { known in
+                for (message, outcome) in zip(batch.messages, outcomes) {
+                    guard case .stored(let offsets) = outcome else { continue }
+                    for (copy, offset) in zip(message.copies, offsets) { known.appended(offset, to: copy.stream) }
+                }
+                for position in batch.positions { known.saved(position) }
+            }
             if settings.maxPerConversation != nil {
                 var touched: [TrimmedConversation] = []
                 for (message, outcome) in zip(batch.messages, outcomes) {
@@ -639,6 +666,7 @@ public final class MessageArchive: Sendable {
                 }
                 deleted += count
                 statistics.deleted.add(count, ordering: .relaxed)
+                if count > 0 { known?.withLock { $0.deleted() } }
                 if count < settings.retentionBatch { break }
                 try? await Task.sleep(for: pacer.pause(after: Self.now() - started, commits: statistics.commits.load(ordering: .relaxed)))
             }
@@ -680,6 +708,7 @@ public final class MessageArchive: Sendable {
                         stream: item.stream, conversation: item.conversation, keep: keep, limit: settings.retentionBatch)
                     deleted += count
                     statistics.trimmed.add(count, ordering: .relaxed)
+                    if count > 0 { known?.withLock { $0.deleted() } }
                     if count > 0 {
                         try? await Task.sleep(for: pacer.pause(after: Self.now() - started, commits: statistics.commits.load(ordering: .relaxed)))
                     }
@@ -732,6 +761,8 @@ public final class ArchiveStatistics: Sendable {
     public let deleted = Atomic<Int>(0)
     /// Entries deleted by the cap per conversation.
     public let trimmed = Atomic<Int>(0)
+    /// Stream bounds a login took from memory (``KnownBounds``), not from the store.
+    public let boundsFromMemory = Atomic<Int>(0)
     /// Whether the store takes writes.
     public let available = Atomic<Bool>(true)
 

@@ -6,11 +6,13 @@ import GRDBSQLite
 /// one writer and concurrent readers, so that catching a device up never waits for a
 /// commit, and a commit never waits for a reader).
 ///
-/// Tables (``schema``): `message` holds each body once; `entry` places a message in a user's
-/// stream at an offset (one row per recipient, group member and the sender's own copy);
-/// `stream` holds each stream's last offset (which retention never lowers); `position` each
-/// device's saved position; `conversation` each user's conversations with their newest
-/// message, read marker and unread count; `trimmed` how far a cap per conversation deleted in
+/// Tables (``schema``, then ``leanSchema``): `message` holds each body once; `entry` places a
+/// message in a user's stream at an offset (one row per recipient, group member and the
+/// sender's own copy), indexed by conversation (`entry_conversation`, which also answers the
+/// conversation lists' newest messages and unread counts); `stream` how far deletions reached
+/// in a stream (a stream's last offset is its newest entry's, or this when higher: retention
+/// never lowers it); `position` each device's saved position; `conversation` each user's
+/// conversations with their read markers; `trimmed` how far a cap per conversation deleted in
 /// each stream; `group_member` group memberships; `meta` the epoch.
 ///
 /// Durability (``Synchronous``): `normal` survives a kill -9 of any process (a commit is in
@@ -32,6 +34,10 @@ public final class SQLiteArchiveStore: ArchiveStore {
     private let checkpointer: WALCheckpointer
 
     public var description: String { "sqlite \(path)" }
+
+    /// One gateway writes a SQLite archive (its writer holds the file's lock while writing;
+    /// another gateway on the same file is not a supported set-up).
+    public var isSoleWriter: Bool { true }
 
     /// What `meta.kind` says in a file that is an imgw archive.
     static let kind = "imgw-archive"
@@ -112,6 +118,9 @@ public final class SQLiteArchiveStore: ArchiveStore {
             // How far a cap per conversation has deleted in each stream (what a device whose
             // position is older may have lost).
             try db.execute(sql: "CREATE TABLE trimmed (stream TEXT PRIMARY KEY NOT NULL, through INTEGER NOT NULL) WITHOUT ROWID")
+        }
+        migrator.registerMigration("v5-lean") { db in
+            for statement in leanSchema { try db.execute(sql: statement) }
         }
         let known = migrator.migrations
         try pool.read { db in
@@ -212,6 +221,28 @@ public final class SQLiteArchiveStore: ArchiveStore {
           unread = (SELECT count(*) FROM entry e WHERE e.stream = conversation.user AND e.conversation = conversation.peer
                     AND e.offset > conversation.read_through AND e.origin IS NULL)
         """,
+    ]
+
+    /// The fifth version: the write path's B-trees cut to those no key order can replace.
+    /// A chat no longer updates a line of each user's conversation list nor each stream's
+    /// counter: the list's newest message, its time and the unread count are read from
+    /// `entry_conversation` (which now holds `origin` and `kind`, so that counting reads no
+    /// row), `conversation` keeps only each line's read marker (written when a conversation
+    /// starts and when a marker moves), and a stream's last offset is its newest entry's,
+    /// `stream` keeping only what deletions removed (retention, the cap, erasure) so that no
+    /// offset is given out twice. The rows and offsets stored before are kept as they are.
+    static let leanSchema = [
+        """
+        CREATE TABLE conversation_marker (
+          user TEXT NOT NULL, peer TEXT NOT NULL, read_through INTEGER NOT NULL,
+          PRIMARY KEY (user, peer)) WITHOUT ROWID
+        """,
+        "INSERT INTO conversation_marker (user, peer, read_through) SELECT user, peer, read_through FROM conversation",
+        // (conversation_recent goes with its table.)
+        "DROP TABLE conversation",
+        "ALTER TABLE conversation_marker RENAME TO conversation",
+        "DROP INDEX entry_conversation",
+        "CREATE INDEX entry_conversation ON entry(stream, conversation, offset, origin, kind)",
     ]
 
     public func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome] {
@@ -351,6 +382,33 @@ public final class SQLiteArchiveStore: ArchiveStore {
         var id: String
     }
 
+    /// A line of a user's conversation list.
+    private struct Line: Hashable {
+        var user: String
+        var peer: String
+    }
+
+    /// The last offset given out in each of `streams`: the newest entry's, or what a deletion
+    /// left in `stream` when it is higher (0 for a stream never written).
+    static func heads(of streams: [String], in db: Database) throws -> [String: Int64] {
+        var last: [String: Int64] = [:]
+        last.reserveCapacity(streams.count)
+        try selectChunked(db, width: 1, streams.map { .text($0) }, {
+            rows("SELECT k.column1, max(coalesce((SELECT max(offset) FROM entry WHERE stream = k.column1), 0), coalesce((SELECT last FROM stream WHERE name = k.column1), 0)) FROM (VALUES ", "(?)", $0, ") AS k")
+        }) { row in last[row[0]] = row[1] }
+        return last
+    }
+
+    /// Keeps in `stream` how far the entries about to be deleted reach (`where`: which,
+    /// over `entry`), so that their offsets are never given out again.
+    static func keepHeads(deleting condition: String, _ arguments: StatementArguments, in db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO stream(name, last) SELECT stream, max(offset) FROM entry WHERE \(condition) GROUP BY stream
+                ON CONFLICT(name) DO UPDATE SET last = max(last, excluded.last)
+                """, arguments: arguments)
+    }
+
     /// The transaction's work (GRDB wraps it in BEGIN IMMEDIATE ... COMMIT), a few multi-row
     /// statements per batch: find the messages stored before, give the new ones their ids and
     /// offsets (the one writer holds the database), insert them and their entries, move the
@@ -394,47 +452,43 @@ public final class SQLiteArchiveStore: ArchiveStore {
         try executeChunked(db, width: 6, messageValues) {
             rows("INSERT INTO message(id, sender, message_id, fingerprint, server_time, body) VALUES ", "(?, ?, ?, ?, ?, ?)", $0)
         }
-        // 3. Each stream's last offset, read once, moved on copy by copy in the batch's order.
-        var last: [String: Int64] = [:]
-        let names = Array(streams)
-        try selectChunked(db, width: 1, names.map { .text($0) }, { rows("SELECT name, last FROM stream WHERE name IN (", "?", $0, ")") }) { row in
-            last[row[0]] = row[1]
-        }
-        var entryValues: [Value] = []
-        entryValues.reserveCapacity(firstInBatch.count * 10)
-        var placed: [(copy: ArchiveMessage.Copy, offset: UInt64, serverTime: UInt64)] = []
+        // 3. Each stream's last offset, read once (``heads(of:in:)``), moved on copy by copy in
+        // the batch's order.
+        let names = streams.sorted()
+        var last = try heads(of: names, in: db)
+        var entries: [(stream: String, offset: Int64, message: Int64, origin: String?, conversation: String?)] = []
+        entries.reserveCapacity(firstInBatch.count * 2)
+        var lines = Set<Line>()
         for (index, message) in messages.enumerated() where outcomes[index] == nil {
             var offsets: [UInt64] = []
             offsets.reserveCapacity(message.copies.count)
             for copy in message.copies {
                 let offset = (last[copy.stream] ?? 0) + 1
                 last[copy.stream] = offset
-                entryValues += [
-                    .text(copy.stream), .integer(offset), .integer(ids[index]), copy.origin.map { .text($0) } ?? .null,
-                    copy.conversation.map { .text($0.key) } ?? .null,
-                ]
+                let conversation = copy.conversation?.key
+                entries.append((copy.stream, offset, ids[index], copy.origin, conversation))
                 offsets.append(UInt64(offset))
-                if copy.conversation != nil { placed.append((copy, UInt64(offset), message.serverTime)) }
+                if let conversation { lines.insert(Line(user: copy.stream, peer: conversation)) }
             }
             outcomes[index] = .stored(offsets)
+        }
+        // In key order: consecutive rows land on the same pages.
+        entries.sort { ($0.stream, $0.offset) < ($1.stream, $1.offset) }
+        var entryValues: [Value] = []
+        entryValues.reserveCapacity(entries.count * 5)
+        for entry in entries {
+            entryValues += [
+                .text(entry.stream), .integer(entry.offset), .integer(entry.message), entry.origin.map { .text($0) } ?? .null,
+                entry.conversation.map { .text($0) } ?? .null,
+            ]
         }
         try executeChunked(db, width: 5, entryValues) {
             rows("INSERT INTO entry(stream, offset, message, origin, conversation) VALUES ", "(?, ?, ?, ?, ?)", $0)
         }
-        // The conversation lists: one row per (user, conversation) of the batch.
-        let updates = ConversationUpdate.gather(placed)
-        try executeChunked(db, width: 6, updates.flatMap { update -> [Value] in
-            [.text(update.user), .text(update.key), .integer(Int64(clamping: update.lastOffset)), .integer(Int64(clamping: update.lastTime)),
-             .integer(Int64(clamping: update.sentThrough)), .integer(Int64(update.received))]
-        }) {
-            rows("INSERT INTO conversation(user, peer, last_offset, last_time, read_through, unread) VALUES ", "(?, ?, ?, ?, ?, ?)", $0, """
-                 ON CONFLICT(user, peer) DO UPDATE SET last_offset = excluded.last_offset, last_time = excluded.last_time,
-                 read_through = max(read_through, excluded.read_through),
-                 unread = CASE WHEN excluded.read_through > 0 THEN excluded.unread ELSE unread + excluded.unread END
-                """)
-        }
-        try executeChunked(db, width: 2, names.flatMap { [.text($0), .integer(last[$0]!)] as [Value] }) {
-            rows("INSERT INTO stream(name, last) VALUES ", "(?, ?)", $0, " ON CONFLICT(name) DO UPDATE SET last = excluded.last")
+        // A line of a conversation list is written once, when the conversation starts (its
+        // newest message and unread count are read from the entries).
+        try executeChunked(db, width: 2, lines.sorted { ($0.user, $0.peer) < ($1.user, $1.peer) }.flatMap { [.text($0.user), .text($0.peer)] as [Value] }) {
+            rows("INSERT INTO conversation(user, peer, read_through) VALUES ", "(?, ?, 0)", $0, " ON CONFLICT(user, peer) DO NOTHING")
         }
         // 4. Where the duplicates' copies are (a repeat within the batch: the copies just made).
         var duplicates: [Int: Int64] = [:]
@@ -513,53 +567,85 @@ public final class SQLiteArchiveStore: ArchiveStore {
     public func conversations(user: String, before: UInt64?, limit: Int) async throws -> ConversationPage {
         guard limit > 0 else { return ConversationPage(conversations: [], complete: false) }
         return try await pool.read { db in
-            let statement = try db.cachedStatement(sql: """
-                SELECT c.peer, c.last_offset, c.last_time, c.read_through, c.unread,
-                  e.origin, m.sender, m.message_id, m.server_time, m.body
-                FROM conversation c
-                LEFT JOIN entry e ON e.stream = c.user AND e.offset = c.last_offset
-                LEFT JOIN message m ON m.id = e.message
-                WHERE c.user = ? AND c.last_offset < ? ORDER BY c.last_offset DESC LIMIT ?
+            // Each conversation's newest message: one step back from the end of its range of
+            // `entry_conversation` (tombstones skipped); then the page, most recent first.
+            let newest = try db.cachedStatement(sql: """
+                SELECT c.peer, c.read_through,
+                  (SELECT e.offset FROM entry e INDEXED BY entry_conversation
+                   WHERE e.stream = c.user AND e.conversation = c.peer AND e.kind IS NULL ORDER BY e.offset DESC LIMIT 1)
+                FROM conversation c WHERE c.user = ?
                 """)
-            let rows = try Row.fetchCursor(statement, arguments: [user, before.map { Int64(clamping: $0) } ?? Int64.max, limit + 1])
-            var lines: [ConversationSummary] = []
+            var lines: [(peer: String, readThrough: Int64, last: Int64)] = []
+            let bound = before.map { Int64(clamping: $0) } ?? Int64.max
+            let rows = try Row.fetchCursor(newest, arguments: [user])
             while let row = try rows.next() {
-                guard let conversation = Conversation(key: row[0]) else { continue }
-                let lastOffset = UInt64(row[1] as Int64)
-                var last: StoredEntry?
-                if let sender = row[6] as String?, let body = row[9] as Data? {
-                    last = StoredEntry(
-                        stream: user, offset: lastOffset, origin: row[5], sender: sender, messageID: row[7],
-                        serverTime: UInt64(row[8] as Int64), body: [UInt8](body), conversation: conversation)
-                }
-                lines.append(ConversationSummary(
-                    conversation: conversation, lastOffset: lastOffset, lastTime: UInt64(row[2] as Int64), last: last,
-                    readThrough: UInt64(row[3] as Int64), unread: Int(row[4] as Int64)))
+                guard let last = row[2] as Int64?, last < bound else { continue }
+                lines.append((row[0], row[1], last))
             }
+            lines.sort { $0.last > $1.last }
             let complete = lines.count <= limit
-            return ConversationPage(conversations: Array(lines.prefix(limit)), complete: complete)
+            var summaries: [ConversationSummary] = []
+            for line in lines.prefix(limit) {
+                guard let conversation = Conversation(key: line.peer) else { continue }
+                let (readThrough, unread) = try Self.unread(user: user, conversation: line.peer, marker: line.readThrough, in: db)
+                let last = try Self.entry(stream: user, offset: line.last, conversation: conversation, in: db)
+                summaries.append(ConversationSummary(
+                    conversation: conversation, lastOffset: UInt64(line.last), lastTime: last?.serverTime ?? 0, last: last,
+                    readThrough: UInt64(readThrough), unread: unread))
+            }
+            return ConversationPage(conversations: summaries, complete: complete)
         }
+    }
+
+    /// How far `user` has read `conversation` (the marker, or the newest message the user sent
+    /// from a device, whichever is later) and the messages from others after it, counted in
+    /// `entry_conversation` alone.
+    static func unread(user: String, conversation: String, marker: Int64, in db: Database) throws -> (readThrough: Int64, unread: Int) {
+        let ownStatement = try db.cachedStatement(sql: """
+            SELECT offset FROM entry INDEXED BY entry_conversation
+            WHERE stream = ? AND conversation = ? AND origin IS NOT NULL AND kind IS NULL ORDER BY offset DESC LIMIT 1
+            """)
+        let own = try Int64.fetchOne(ownStatement, arguments: [user, conversation]) ?? 0
+        let readThrough = max(marker, own)
+        let countStatement = try db.cachedStatement(sql: """
+            SELECT count(*) FROM entry INDEXED BY entry_conversation
+            WHERE stream = ? AND conversation = ? AND offset > ? AND origin IS NULL AND kind IS NULL
+            """)
+        let unread = try Int.fetchOne(countStatement, arguments: [user, conversation, readThrough]) ?? 0
+        return (readThrough, unread)
+    }
+
+    /// The entry at `offset` of `stream`, with its message.
+    static func entry(stream: String, offset: Int64, conversation: Conversation?, in db: Database) throws -> StoredEntry? {
+        let statement = try db.cachedStatement(sql: """
+            SELECT e.origin, m.sender, m.message_id, m.server_time, m.body
+            FROM entry e JOIN message m ON m.id = e.message WHERE e.stream = ? AND e.offset = ?
+            """)
+        guard let row = try Row.fetchOne(statement, arguments: [stream, offset]) else { return nil }
+        let body: Data = row[4]
+        return StoredEntry(
+            stream: stream, offset: UInt64(offset), origin: row[0], sender: row[1], messageID: row[2],
+            serverTime: UInt64(row[3] as Int64), body: [UInt8](body), conversation: conversation)
     }
 
     public func markRead(user: String, conversation: Conversation, through: UInt64) async throws -> ReadMarkOutcome {
         try await pool.write { db in
-            guard let row = try Row.fetchOne(
-                db, sql: "SELECT last_offset, read_through, unread FROM conversation WHERE user = ? AND peer = ?",
-                arguments: [user, conversation.key])
+            guard let marker = try Int64.fetchOne(
+                db, sql: "SELECT read_through FROM conversation WHERE user = ? AND peer = ?", arguments: [user, conversation.key])
             else { return .unknownConversation }
-            let last = UInt64(row[0] as Int64)
-            guard through <= last else { return .pastEnd(last: last) }
-            let read = UInt64(row[1] as Int64)
-            guard through > read else { return .marked(ReadMarker(conversation: conversation, readThrough: read, unread: Int(row[2] as Int64))) }
-            let unread = try Int.fetchOne(
-                // The conversation's entries after the marker, not the stream's (SQLite's planner
-                // would take the primary key without statistics).
-                db, sql: "SELECT count(*) FROM entry INDEXED BY entry_conversation WHERE stream = ? AND conversation = ? AND offset > ? AND origin IS NULL AND kind IS NULL",
-                arguments: [user, conversation.key, Int64(clamping: through)]) ?? 0
-            try db.execute(
-                sql: "UPDATE conversation SET read_through = ?, unread = ? WHERE user = ? AND peer = ?",
-                arguments: [Int64(clamping: through), unread, user, conversation.key])
-            return .marked(ReadMarker(conversation: conversation, readThrough: through, unread: unread))
+            let last = try Int64.fetchOne(
+                db, sql: """
+                    SELECT offset FROM entry INDEXED BY entry_conversation
+                    WHERE stream = ? AND conversation = ? AND kind IS NULL ORDER BY offset DESC LIMIT 1
+                    """, arguments: [user, conversation.key]) ?? 0
+            guard through <= UInt64(last) else { return .pastEnd(last: UInt64(last)) }
+            if Int64(clamping: through) > marker {
+                try db.execute(
+                    sql: "UPDATE conversation SET read_through = ? WHERE user = ? AND peer = ?",
+                    arguments: [Int64(clamping: through), user, conversation.key])
+            }
+            let (readThrough, unread) = try Self.unread(user: user, conversation: conversation.key, marker: max(marker, Int64(clamping: through)), in: db)
+            return .marked(ReadMarker(conversation: conversation, readThrough: UInt64(readThrough), unread: unread))
         }
     }
 
@@ -581,13 +667,12 @@ public final class SQLiteArchiveStore: ArchiveStore {
             var copies: [StoredCopy] = []
             for original in originals {
                 let stream: String = original[0]
-                let last = try Int64.fetchOne(db, sql: "SELECT last FROM stream WHERE name = ?", arguments: [stream]) ?? 0
+                let last = try Self.heads(of: [stream], in: db)[stream] ?? 0
                 // The sender's own copy: from the device that deleted it (which is not sent it).
                 let copyOrigin: String? = (original[1] as String?) == nil ? nil : (origin ?? "")
                 try db.execute(
                     sql: "INSERT INTO entry(stream, offset, message, origin, conversation, kind) VALUES (?, ?, ?, ?, ?, 'deleted')",
                     arguments: [stream, last + 1, id, copyOrigin, original[2] as String?])
-                try db.execute(sql: "UPDATE stream SET last = ? WHERE name = ?", arguments: [last + 1, stream])
                 copies.append(StoredCopy(stream: stream, offset: UInt64(last + 1), origin: copyOrigin))
             }
             return DeletedMessage(tombstones: copies, deletedAt: time, first: true, body: replaced)
@@ -612,6 +697,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
                 messages += rows.count
                 after = last[0]
             }
+            try Self.keepHeads(deleting: "stream = ?", [user], in: db)
             try db.execute(sql: "DELETE FROM entry WHERE stream = ?", arguments: [user])
             let entries = db.changesCount
             try db.execute(sql: "DELETE FROM conversation WHERE user = ?", arguments: [user])
@@ -622,7 +708,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
 
     public func bounds(of stream: String) async throws -> StreamBounds {
         try await pool.read { db in
-            let last = UInt64(try Int64.fetchOne(db, sql: "SELECT last FROM stream WHERE name = ?", arguments: [stream]) ?? 0)
+            let last = UInt64(try Self.heads(of: [stream], in: db)[stream] ?? 0)
             let first = try Int64.fetchOne(db, sql: "SELECT offset FROM entry WHERE stream = ? ORDER BY offset LIMIT 1", arguments: [stream])
             let trimmed = try Int64.fetchOne(db, sql: "SELECT through FROM trimmed WHERE stream = ?", arguments: [stream]) ?? 0
             return StreamBounds(last: last, first: first.map { UInt64($0) } ?? last + 1, trimmedThrough: UInt64(trimmed))
@@ -672,6 +758,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
                 count += 1
             }
             guard let through else { return 0 }
+            try Self.keepHeads(deleting: "message <= ?", [through], in: db)
             try db.execute(sql: "DELETE FROM entry WHERE message <= ?", arguments: [through])
             try db.execute(sql: "DELETE FROM message WHERE id <= ?", arguments: [through])
             return count
@@ -697,6 +784,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
                     ORDER BY offset LIMIT ?
                     """, arguments: [stream, conversation.key, cut, limit])
             guard let through = doomed.last?[0] as Int64? else { return 0 }
+            try Self.keepHeads(deleting: "stream = ? AND offset <= ?", [stream, through], in: db)
             try db.execute(
                 sql: "DELETE FROM entry WHERE stream = ? AND conversation = ? AND offset <= ?", arguments: [stream, conversation.key, through])
             let messages = Array(Set(doomed.map { $0[1] as Int64 }))
@@ -706,13 +794,6 @@ public final class SQLiteArchiveStore: ArchiveStore {
             try db.execute(
                 sql: "INSERT INTO trimmed(stream, through) VALUES (?, ?) ON CONFLICT(stream) DO UPDATE SET through = max(through, excluded.through)",
                 arguments: [stream, through])
-            try db.execute(
-                sql: """
-                    UPDATE conversation SET unread = (
-                      SELECT count(*) FROM entry INDEXED BY entry_conversation WHERE stream = conversation.user AND conversation = conversation.peer
-                      AND offset > conversation.read_through AND origin IS NULL AND kind IS NULL)
-                    WHERE user = ? AND peer = ?
-                    """, arguments: [stream, conversation.key])
             return doomed.count
         }
     }

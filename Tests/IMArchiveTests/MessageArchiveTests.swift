@@ -327,6 +327,40 @@ struct MessageArchiveTests {
         #expect(error.code == .unavailable)
     }
 
+    @Test("a login's bounds and position come from memory once read, and stay what the store says through commits, deletions, the cap and erasure")
+    func knownBounds() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        let archive = MessageArchive(store: store, settings: Self.patient(maxPerConversation: 2), logger: Self.logger)
+        let writer = Task { await archive.run() }
+        // Each step: what the archive answers is what the store answers.
+        func check(_ step: String, fromMemory: Bool) async throws {
+            let before = archive.statistics.boundsFromMemory.load(ordering: .relaxed)
+            for user in ["alice", "bob"] {
+                #expect(try await archive.bounds(of: user) == (try await store.bounds(of: user)), "\(step): \(user)")
+            }
+            #expect(try await archive.position(user: "bob", device: "phone") == (try await store.position(user: "bob", device: "phone")), "\(step)")
+            #expect((archive.statistics.boundsFromMemory.load(ordering: .relaxed) - before == 2) == fromMemory, "\(step): from memory")
+        }
+        try await check("empty", fromMemory: false)
+        try await check("read once", fromMemory: true)
+        for index in 1...3 { _ = try await archive.append(ArchiveHistoryScenario.direct("alice", "m-\(index)", to: "bob", at: UInt64(index))) }
+        archive.savePosition(DevicePosition(user: "bob", device: "phone", offset: 2), promptly: true)
+        _ = try await archive.append(ArchiveHistoryScenario.direct("alice", "m-4", to: "bob", at: 4))
+        try await check("after commits", fromMemory: true)
+        _ = try await archive.deleteMessage(sender: "alice", messageID: "m-4", at: 5, origin: "phone") { _ in Array("{}".utf8) }
+        try await check("after a deletion's tombstones", fromMemory: true)
+        #expect(await archive.trimConversations() > 0)
+        try await check("after the cap", fromMemory: false)
+        try await check("read again", fromMemory: true)
+        _ = try await archive.eraseUser("bob", at: 6) { _ in Array("{}".utf8) }
+        try await check("after an erasure", fromMemory: false)
+        #expect(try await archive.bounds(of: "bob") == StreamBounds(last: 5, first: 6, trimmedThrough: 2))
+        writer.cancel()
+        await writer.value
+    }
+
     @Test("stopping commits what waits, then refuses")
     func stop() async throws {
         let scratch = try Scratch()

@@ -183,6 +183,59 @@ struct SQLiteArchiveStoreTests {
         await store.close()
     }
 
+    @Test("an archive of the fourth schema written by imgw (Fixtures/make-v4-archive.sh) opens with its epoch, offsets, lists, markers, deletions, trims and erasures as they were")
+    func fourthSchemaMigration() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let fixture = try #require(Bundle.module.url(forResource: "archive-v4", withExtension: "sqlite", subdirectory: "Fixtures"))
+        try FileManager.default.copyItem(atPath: fixture.path, toPath: scratch.path)
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        #expect(store.epoch.rawValue == 3_140_882_096_163_785)
+        let applied = try await DatabaseQueue(path: scratch.path).read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
+        #expect(applied.last == "v5-lean")
+
+        // Streams: capped through 4 (a-1, a-2, a-3, b-1), the tombstone of a-2 at 7; dave erased.
+        #expect(try await store.bounds(of: "bob") == StreamBounds(last: 10, first: 5, trimmedThrough: 4))
+        #expect(try await store.bounds(of: "alice") == StreamBounds(last: 10, first: 5, trimmedThrough: 4))
+        #expect(try await store.bounds(of: "dave") == StreamBounds(last: 1, first: 2))
+        #expect(try await store.position(user: "bob", device: "cli") == 8)
+        #expect(try await store.read(stream: "bob", after: 4, through: .max, limit: 10).map(\.messageID) == ["g-1", "a-4", "a-2", "api-1", "a-5", "a-6"])
+
+        // bob's list: alice (read through 8 by a marker, a-5 and a-6 unread), the team (g-1 unread).
+        let bob = try await store.conversations(user: "bob", before: nil, limit: 10)
+        #expect(bob.conversations.map(\.conversation) == [.user("alice"), .group("team")] && bob.complete)
+        #expect(bob.conversations.map(\.lastOffset) == [10, 5] && bob.conversations.map { $0.last?.messageID } == ["a-6", "g-1"])
+        #expect(bob.conversations.map(\.readThrough) == [8, 0] && bob.conversations.map(\.unread) == [2, 1])
+        #expect(bob.conversations.first?.lastTime == bob.conversations.first?.last?.serverTime && (bob.conversations.first?.lastTime ?? 0) > 0)
+        // alice's: she sent the newest from a device (read through it), the API's copy counts as hers.
+        let alice = try await store.conversations(user: "alice", before: nil, limit: 10)
+        #expect(alice.conversations.map(\.conversation) == [.user("bob"), .group("team")])
+        #expect(alice.conversations.map(\.readThrough) == [10, 0] && alice.conversations.map(\.unread) == [0, 1])
+        // erin's line: dave's message, its body erased.
+        let erin = try await store.conversations(user: "erin", before: nil, limit: 10)
+        #expect(erin.conversations.map(\.conversation) == [.user("dave")] && erin.conversations.first?.unread == 1)
+        #expect(erin.conversations.first?.last.map { String(decoding: $0.body, as: UTF8.self).contains("deleted") } == true)
+        #expect(try await store.conversations(user: "dave", before: nil, limit: 10).conversations.isEmpty)
+
+        // History: what the cap left, the tombstone entry not a line of its own.
+        let history = try await store.history(stream: "bob", conversation: .user("alice"), position: .latest, limit: 10)
+        #expect(history.entries.map(\.messageID) == ["a-4", "api-1", "a-5", "a-6"] && history.complete)
+
+        // Markers move as before; a new message and a deletion take the next offsets.
+        #expect(try await store.markRead(user: "bob", conversation: .user("alice"), through: 11) == .pastEnd(last: 10))
+        #expect(try await store.markRead(user: "bob", conversation: .user("alice"), through: 9)
+                == .marked(ReadMarker(conversation: .user("alice"), readThrough: 9, unread: 1)))
+        #expect(try await store.commit([ArchiveHistoryScenario.direct("alice", "a-7", to: "bob", device: "cli-send", at: 9_000)], positions: [])
+                == [.stored([11, 11])])
+        #expect(try await store.commit([ArchiveHistoryScenario.direct("bob", "b-2", to: "dave", at: 9_001)], positions: []) == [.stored([2, 12])])
+        let deleted = try #require(try await store.deleteMessage(sender: "alice", messageID: "a-5", at: 5, origin: "cli-send") { _ in Array(#"{"deleted":5}"#.utf8) })
+        #expect(Set(deleted.tombstones) == [StoredCopy(stream: "alice", offset: 12, origin: "cli-send"), StoredCopy(stream: "bob", offset: 13)])
+        let after = try await store.conversations(user: "bob", before: nil, limit: 10)
+        #expect(after.conversations.map(\.conversation) == [.user("dave"), .user("alice"), .group("team")])
+        #expect(after.conversations.map(\.lastOffset) == [12, 11, 5] && after.conversations.map(\.unread) == [0, 2, 1])
+        await store.close()
+    }
+
     @Test("the epoch is kept across reopening; a new file has another one")
     func epoch() async throws {
         let scratch = try Scratch()
