@@ -262,10 +262,11 @@ public final class MessageArchive: Sendable {
 
     /// What `stream` holds (from memory when this gateway's writes tell it: ``KnownBounds``).
     public func bounds(of stream: String) async throws(ArchiveError) -> StreamBounds {
-        let generation = known?.withLock { $0.generation }
-        if let bounds = known?.withLock({ $0.bounds(of: stream) }) {
+        // One look: what memory knows, or the generation the read starts at.
+        let (generation, remembered) = known?.withLock { ($0.generation, $0.bounds(of: stream)) } ?? (nil, nil)
+        if let remembered {
             statistics.boundsFromMemory.add(1, ordering: .relaxed)
-            return bounds
+            return remembered
         }
         let store = self.store
         let bounds = try await reading("bounds of \(stream)") { try await store.bounds(of: stream) }
@@ -275,8 +276,8 @@ public final class MessageArchive: Sendable {
 
     /// The saved position of a device (from memory when this gateway's writes tell it).
     public func position(user: String, device: String) async throws(ArchiveError) -> UInt64? {
-        let generation = known?.withLock { $0.generation }
-        if let position = known?.withLock({ $0.position(user: user, device: device) }) { return position }
+        let (generation, remembered) = known?.withLock { ($0.generation, $0.position(user: user, device: device)) } ?? (nil, nil)
+        if let remembered { return remembered }
         let store = self.store
         let position = try await reading("position of \(user)/\(device)") { try await store.position(user: user, device: device) }
         if let generation { known?.withLock { $0.read(position: position, user: user, device: device, since: generation) } }
