@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import Synchronization
 
 /// The archive of one gateway: a SQLite file in WAL mode, through GRDB (a `DatabasePool`:
 /// one writer and concurrent readers, so that catching a device up never waits for a
@@ -32,6 +33,22 @@ public final class SQLiteArchiveStore: ArchiveStore {
     public let path: String
     private let pool: DatabasePool
     private let checkpointer: WALCheckpointer
+    /// What the writer knows of the file between its transactions (``WriterMemory``).
+    private let memory = Mutex(WriterMemory())
+
+    /// What the writer knows of the file without reading it, the file having no other writer
+    /// (``isSoleWriter``): the next message id, and the last offset of each stream it wrote
+    /// since it opened the file. Locked inside the writer's transactions only (GRDB runs them
+    /// one at a time, so the lock is never waited for); a commit records what it gave out once
+    /// COMMIT has returned, a failed one forgets everything, and every other write that gives
+    /// out an offset forgets that stream.
+    struct WriterMemory {
+        var nextID: Int64?
+        var heads: [String: Int64] = [:]
+
+        /// Forgets everything (a transaction failed: what it gave out may not be in the file).
+        mutating func forget() { self = WriterMemory() }
+    }
 
     public var description: String { "sqlite \(path)" }
 
@@ -246,27 +263,41 @@ public final class SQLiteArchiveStore: ArchiveStore {
     ]
 
     public func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome] {
-        try await pool.writeWithoutTransaction { db in try Self.transaction(messages, positions: positions, in: db) }
+        try await pool.writeWithoutTransaction { db in
+            try self.memory.withLock { memory in try Self.transaction(messages, positions: positions, memory: &memory, in: db) }
+        }
     }
 
     /// The same, on the calling thread (GRDB's writer queue runs it there when it is free).
     public var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? {
-        let pool = self.pool
-        return { messages, positions in try pool.writeWithoutTransaction { db in try Self.transaction(messages, positions: positions, in: db) } }
+        { messages, positions in
+            try self.pool.writeWithoutTransaction { db in
+                try self.memory.withLock { memory in try Self.transaction(messages, positions: positions, memory: &memory, in: db) }
+            }
+        }
     }
 
-    /// ``commit(_:positions:in:)`` in a transaction of its own (BEGIN IMMEDIATE ... COMMIT,
-    /// prepared once; rolled back when anything fails).
-    static func transaction(_ messages: [ArchiveMessage], positions: [DevicePosition], in db: Database) throws -> [AppendOutcome] {
+    /// ``commit(_:positions:memory:in:)`` in a transaction of its own (BEGIN IMMEDIATE ...
+    /// COMMIT, prepared once; rolled back when anything fails, and `memory` forgotten).
+    static func transaction(_ messages: [ArchiveMessage], positions: [DevicePosition], memory: inout WriterMemory, in db: Database) throws -> [AppendOutcome] {
         try step(db.cachedStatement(sql: "BEGIN IMMEDIATE"), in: db)
         do {
-            let outcomes = try commit(messages, positions: positions, in: db)
+            let (outcomes, learned) = try commit(messages, positions: positions, memory: memory, in: db)
             try step(db.cachedStatement(sql: "COMMIT"), in: db)
+            memory.nextID = learned.nextID
+            for (stream, last) in learned.heads { memory.heads[stream] = last }
             return outcomes
         } catch {
+            memory.forget()
             if sqlite3_get_autocommit(db.sqliteConnection) == 0 { try? db.execute(sql: "ROLLBACK") }
             throw error
         }
+    }
+
+    /// Forgets what the writer knows of `streams` (inside a write that gives out offsets in
+    /// them without ``commit(_:positions:memory:in:)``).
+    private func forgetHeads(of streams: some Sequence<String>) {
+        memory.withLock { memory in for stream in streams { memory.heads[stream] = nil } }
     }
 
     /// Runs a statement without results through SQLite's API.
@@ -413,7 +444,11 @@ public final class SQLiteArchiveStore: ArchiveStore {
     /// statements per batch: find the messages stored before, give the new ones their ids and
     /// offsets (the one writer holds the database), insert them and their entries, move the
     /// streams' counters, save the positions.
-    static func commit(_ messages: [ArchiveMessage], positions: [DevicePosition], in db: Database) throws -> [AppendOutcome] {
+    /// Returns the outcomes and what the writer is to remember once COMMIT has returned (the
+    /// next id, the streams' last offsets); reads from the file only what `memory` lacks.
+    static func commit(
+        _ messages: [ArchiveMessage], positions: [DevicePosition], memory: WriterMemory, in db: Database
+    ) throws -> (outcomes: [AppendOutcome], learned: WriterMemory) {
         var outcomes = [AppendOutcome?](repeating: nil, count: messages.count)
         // 1. Messages stored before (resends, reused ids).
         var known: [Key: (id: Int64, fingerprint: Int64, serverTime: Int64)] = [:]
@@ -422,7 +457,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
                  ") AS k JOIN message m ON m.sender = k.column1 AND m.message_id = k.column2")
         }) { row in known[Key(sender: row[1], id: row[2])] = (row[0], row[3], row[4]) }
         // 2. New messages get the next ids; a repeat within the batch is a duplicate of the first.
-        var nextID = (try Int64.fetchOne(db.cachedStatement(sql: "SELECT max(id) FROM message")) ?? 0) + 1
+        var nextID = try memory.nextID ?? (Int64.fetchOne(db.cachedStatement(sql: "SELECT max(id) FROM message")) ?? 0) + 1
         var ids = [Int64](repeating: 0, count: messages.count)
         var firstInBatch: [Key: Int] = [:]
         var messageValues: [Value] = []
@@ -454,8 +489,16 @@ public final class SQLiteArchiveStore: ArchiveStore {
         }
         // 3. Each stream's last offset, read once (``heads(of:in:)``), moved on copy by copy in
         // the batch's order.
-        let names = streams.sorted()
-        var last = try heads(of: names, in: db)
+        var last: [String: Int64] = [:]
+        last.reserveCapacity(streams.count)
+        var unknown: [String] = []
+        for stream in streams {
+            if let known = memory.heads[stream] { last[stream] = known } else { unknown.append(stream) }
+        }
+        if !unknown.isEmpty {
+            unknown.sort()
+            for (stream, head) in try heads(of: unknown, in: db) { last[stream] = head }
+        }
         var entries: [(stream: String, offset: Int64, message: Int64, origin: String?, conversation: String?)] = []
         entries.reserveCapacity(firstInBatch.count * 2)
         var lines = Set<Line>()
@@ -511,7 +554,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
                      " ON CONFLICT(user, device) DO UPDATE SET offset = max(offset, excluded.offset), updated = excluded.updated")
             }
         }
-        return outcomes.map { $0! }
+        return (outcomes.map { $0! }, WriterMemory(nextID: nextID, heads: last))
     }
 
     public func read(stream: String, after: UInt64, through: UInt64, limit: Int) async throws -> [StoredEntry] {
@@ -675,6 +718,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
                     arguments: [stream, last + 1, id, copyOrigin, original[2] as String?])
                 copies.append(StoredCopy(stream: stream, offset: UInt64(last + 1), origin: copyOrigin))
             }
+            self.forgetHeads(of: copies.map(\.stream))
             return DeletedMessage(tombstones: copies, deletedAt: time, first: true, body: replaced)
         }
     }

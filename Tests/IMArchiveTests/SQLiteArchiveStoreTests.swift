@@ -236,6 +236,19 @@ struct SQLiteArchiveStoreTests {
         await store.close()
     }
 
+    @Test("a commit after a deletion's tombstones gives the offsets after them (what the writer remembers is forgotten by other writes)")
+    func offsetsAfterTombstones() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        #expect(try await store.commit([chat("alice", "m-1", to: ["bob"])], positions: []) == [.stored([1, 1])])
+        let deleted = try await store.deleteMessage(sender: "alice", messageID: "m-1", at: 2_000, origin: "phone") { _ in Array("{}".utf8) }
+        #expect(deleted?.tombstones.map(\.offset) == [2, 2])
+        #expect(try await store.commit([chat("bob", "m-1", to: ["alice"])], positions: []) == [.stored([3, 3])])
+        #expect(try await store.bounds(of: "alice").last == 3)
+        await store.close()
+    }
+
     @Test("the epoch is kept across reopening; a new file has another one")
     func epoch() async throws {
         let scratch = try Scratch()
