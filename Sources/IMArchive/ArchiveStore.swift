@@ -84,10 +84,10 @@ public protocol ArchiveStore: Sendable {
     /// ``commit(_:positions:)``.
     var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? { get }
 
-    /// Work a store with ``blockingCommit`` does on the writer's thread when no message
-    /// waits (SQLite: the end of a checkpoint). It must be short, and cheap when there is
-    /// nothing to do: it runs after every batch that empties the queue.
-    var blockingIdle: (@Sendable () -> Void)? { get }
+    /// Work a store with ``blockingCommit`` does on the writer's thread between commits
+    /// (SQLite: the end of a checkpoint, so that the next commit starts the WAL over). It must
+    /// be short, and cheap when there is nothing to do: it runs after every commit.
+    var blockingBetweenCommits: (@Sendable () -> Void)? { get }
     /// Whether this process is the store's only writer (SQLite, one gateway): then what a
     /// login reads can be kept in memory from the archive's own writes (``KnownBounds``).
     /// `false` (the default) when other gateways may write the same streams.
@@ -96,7 +96,7 @@ public protocol ArchiveStore: Sendable {
 
 extension ArchiveStore {
     public var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? { nil }
-    public var blockingIdle: (@Sendable () -> Void)? { nil }
+    public var blockingBetweenCommits: (@Sendable () -> Void)? { nil }
     public var isSoleWriter: Bool { false }
 }
 

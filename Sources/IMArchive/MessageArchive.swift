@@ -453,14 +453,14 @@ public final class MessageArchive: Sendable {
                 let result: Result<[AppendOutcome], any Error>
                 do { result = .success(try commit(batch.messages, batch.positions)) } catch { result = .failure(error) }
                 finish(batch, result, started: started)
+                // Under commits without pause too (the writer may never be idle).
+                store.blockingBetweenCommits?()
             case .wait(let until):
                 writerQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(min(until ?? now, UInt64(Int.max)) - now))) { self.drain() }
                 return
             case .done:
                 if let stopped = state.withLock({ state in state.closed ? state.stopped.take() : nil }) {
                     stopped.resume()
-                } else {
-                    store.blockingIdle?()
                 }
                 return
             }

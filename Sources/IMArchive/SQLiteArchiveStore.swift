@@ -310,9 +310,10 @@ public final class SQLiteArchiveStore: ArchiveStore {
         }
     }
 
-    /// What the writer does when nothing waits: finishes a checkpoint the checkpointer has
-    /// all but done, so that the next commit starts the WAL over.
-    public var blockingIdle: (@Sendable () -> Void)? {
+    /// What the writer does after a commit: finishes a checkpoint the checkpointer has all but
+    /// done, if it asked for that, so that the next commit starts the WAL over (writing over
+    /// the WAL's first pages again, which the kernel holds, instead of growing the file).
+    public var blockingBetweenCommits: (@Sendable () -> Void)? {
         let pool = self.pool
         let checkpointer = self.checkpointer
         return { checkpointer.finish(on: pool) }

@@ -10,14 +10,15 @@ import Synchronization
 /// Every ``interval`` a PASSIVE checkpoint on a connection and a thread of its own copies
 /// what the WAL holds, while commits go on. The WAL starts over only at a commit that finds
 /// it entirely copied, which commits made during the copy prevent; so once the WAL is past
-/// ``restartFrames``, the writer, when nothing waits, copies the few frames committed since
-/// (``finish(on:)``), and its next commit starts the WAL over. Should the WAL grow all the
+/// ``restartFrames``, the writer, after its next commit, copies the few frames committed
+/// since (``finish(on:)``), and the commit after that starts the WAL over: the WAL stays short
+/// and is written over, in pages the kernel holds, instead of growing. Should the WAL grow all the
 /// same (a reader holding an old snapshot), past ``truncateFrames`` a TRUNCATE checkpoint
 /// waits for the writer and empties it: a pause for the chats, instead of a WAL without end.
 final class WALCheckpointer: Sendable {
     /// Time between checkpoints.
     static let interval: DispatchTimeInterval = .milliseconds(50)
-    /// WAL frames (pages) past which the writer finishes a checkpoint when it is idle.
+    /// WAL frames (pages) past which the writer finishes a checkpoint between its commits.
     static let restartFrames = 1_000
     /// Frames committed during a checkpoint that are few enough for the writer to copy.
     static let finishFrames = 64
@@ -88,7 +89,7 @@ final class WALCheckpointer: Sendable {
         }
     }
 
-    /// On the writer's thread, when nothing waits: copies what was committed since the last
+    /// On the writer's thread, between commits: copies what was committed since the last
     /// checkpoint, if it asked for that, so that the next commit starts the WAL over.
     func finish(on pool: DatabasePool) {
         guard finishWanted.exchange(false, ordering: .relaxed) else { return }
