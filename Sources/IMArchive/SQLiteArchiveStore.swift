@@ -70,8 +70,8 @@ public final class SQLiteArchiveStore: ArchiveStore {
     ///
     /// Throws ``ArchiveError`` `misconfigured` when the file cannot be created or opened
     /// (a directory that cannot be made, no permission), `corrupt` when the file is not an
-    /// imgw archive or was written by a newer imgw. `cacheKiB`: each connection's page cache
-    /// (`PRAGMA cache_size`; `nil`: SQLite's 2 MB), larger for a bulk load of a big archive.
+    /// imgw archive or was written by a newer imgw. `cacheKiB`: the writer's page cache
+    /// (`PRAGMA cache_size`, `archive.cache_mb`; `nil`: SQLite's 2 MB); readers keep SQLite's.
     public static func open(path: String, synchronous: Synchronous = .normal, cacheKiB: Int? = nil) throws(ArchiveError) -> SQLiteArchiveStore {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
@@ -96,7 +96,9 @@ public final class SQLiteArchiveStore: ArchiveStore {
             // the whole WAL inside the commit that crosses its threshold, holding that commit
             // and every chat waiting on it.
             try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
-            if let cacheKiB { try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)") }
+            // The writer's inserts land on pages all over a large file: the more of them it keeps,
+            // the fewer it reads back. Readers keep SQLite's default (the kernel holds the file).
+            if let cacheKiB, !db.configuration.readonly { try db.execute(sql: "PRAGMA cache_size = -\(cacheKiB)") }
         }
         let pool: DatabasePool
         do {

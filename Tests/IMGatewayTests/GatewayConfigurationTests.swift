@@ -118,6 +118,15 @@ struct GatewayConfigurationTests {
         #expect(config.problems().map(\.description) == ["archive.max_per_conversation: -1 is not in 0...100000000"])
     }
 
+    @Test("archive.cache_mb: the SQLite archive writer's page cache, 64 MB unless set, out of 1...65536 a problem naming its key")
+    func cacheMB() throws {
+        #expect(try GatewayConfiguration.parse(yaml: "archive: {cache_mb: 512}").archive.cacheMB == 512)
+        #expect(GatewayConfiguration.defaults.archive.cacheMB == 64)
+        var config = GatewayConfiguration.defaults
+        config.archive.cacheMB = 0
+        #expect(config.problems().map(\.description) == ["archive.cache_mb: 0 is not in 1...65536"])
+    }
+
     @Test("archive.url: required with postgres; its syntax is checked by what imgw runs (validateForGateway), its password never shown")
     func postgresURL() throws {
         var config = GatewayConfiguration.defaults

@@ -13,7 +13,8 @@ enum GatewayArchive {
             case .none:
                 return nil
             case .sqlite:
-                store = try SQLiteArchiveStore.open(path: settings.path, synchronous: settings.sync == .full ? .full : .normal)
+                store = try SQLiteArchiveStore.open(
+                    path: settings.path, synchronous: settings.sync == .full ? .full : .normal, cacheKiB: settings.cacheMB * 1024)
             case .postgres:
                 guard let url = settings.url else { throw ArchiveError(.misconfigured, "archive.url is not set") }
                 store = try await PostgresArchiveStore.open(url: url, maxConnections: settings.maxConnections, logger: logger)
@@ -22,7 +23,10 @@ enum GatewayArchive {
             throw .archiveFailed("\(error)")
         }
         var metadata: Logger.Metadata = ["archive": "\(store.description)", "epoch": "\(store.epoch)"]
-        if settings.store == .sqlite { metadata["sync"] = "\(settings.sync.rawValue)" }
+        if settings.store == .sqlite {
+            metadata["sync"] = "\(settings.sync.rawValue)"
+            metadata["cache-mb"] = "\(settings.cacheMB)"
+        }
         metadata["retention"] = "\(settings.retention > 0 ? "\(settings.retention / 86_400) d" : "for ever")"
         logger.info("message archive open", metadata: metadata)
         return MessageArchive(store: store, settings: settings.archiveSettings, logger: logger)

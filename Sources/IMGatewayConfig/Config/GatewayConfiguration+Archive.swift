@@ -51,6 +51,12 @@ extension GatewayConfiguration {
         public var writeTimeout: Int
         /// `max_connections`: PostgreSQL connections at most. Default 8.
         public var maxConnections: Int
+        /// `cache_mb`: a SQLite archive writer's page cache, in MB (memory is taken as pages are
+        /// read, up to this). Default ``defaultCacheMB``.
+        public var cacheMB: Int
+
+        /// The default page cache of a SQLite archive's writer, in MB.
+        public static let defaultCacheMB = 64
 
         /// The default retention: 30 days.
         public static let defaultRetention = 30 * 86_400
@@ -59,8 +65,9 @@ extension GatewayConfiguration {
         public init(
             store: Store = .sqlite, path: String = GatewayConfiguration.defaultArchivePath(), sync: Synchronous = .normal,
             url: String? = nil, retention: Int = ArchiveSettings.defaultRetention, maxBatch: Int = 512, commitDelayMicroseconds: Int = 500,
-            writeTimeout: Int = 5, maxConnections: Int = 8, maxPerConversation: Int = 0
+            writeTimeout: Int = 5, maxConnections: Int = 8, maxPerConversation: Int = 0, cacheMB: Int = ArchiveSettings.defaultCacheMB
         ) {
+            self.cacheMB = cacheMB
             self.maxPerConversation = maxPerConversation
             self.commitDelayMicroseconds = commitDelayMicroseconds
             self.store = store
@@ -83,6 +90,7 @@ extension GatewayConfiguration {
             case writeTimeout = "write_timeout"
             case maxConnections = "max_connections"
             case maxPerConversation = "max_per_conversation"
+            case cacheMB = "cache_mb"
         }
 
         public init(from decoder: any Decoder) throws {
@@ -109,6 +117,7 @@ extension GatewayConfiguration {
             self.writeTimeout = try c.value(.writeTimeout, or: d.writeTimeout)
             self.maxConnections = try c.value(.maxConnections, or: d.maxConnections)
             self.maxPerConversation = try c.value(.maxPerConversation, or: d.maxPerConversation)
+            self.cacheMB = try c.value(.cacheMB, or: d.cacheMB)
         }
 
         /// Seconds in `30d`, `12h`, `90m`, `600s` or `600`; `nil` for anything else.

@@ -51,6 +51,7 @@ extension GatewayConfiguration {
         }
         check.range("archive.retention", self.archive.retention, 0...(100 * 365 * 86_400))
         check.range("archive.max_batch", self.archive.maxBatch, 1...100_000)
+        check.range("archive.cache_mb", self.archive.cacheMB, 1...65_536)
         check.range("archive.max_per_conversation", self.archive.maxPerConversation, 0...100_000_000)
         check.range("archive.commit_delay_us", self.archive.commitDelayMicroseconds, 0...1_000_000)
         check.range("archive.write_timeout", self.archive.writeTimeout, 1...3600)
