@@ -265,7 +265,8 @@ public final class SQLiteArchiveStore: ArchiveStore {
     ]
 
     public func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome] {
-        try await pool.writeWithoutTransaction { db in
+        defer { checkpointer.committed() }
+        return try await pool.writeWithoutTransaction { db in
             try self.memory.withLock { memory in try Self.transaction(messages, positions: positions, memory: &memory, in: db) }
         }
     }
@@ -273,7 +274,8 @@ public final class SQLiteArchiveStore: ArchiveStore {
     /// The same, on the calling thread (GRDB's writer queue runs it there when it is free).
     public var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? {
         { messages, positions in
-            try self.pool.writeWithoutTransaction { db in
+            defer { self.checkpointer.committed() }
+            return try self.pool.writeWithoutTransaction { db in
                 try self.memory.withLock { memory in try Self.transaction(messages, positions: positions, memory: &memory, in: db) }
             }
         }
@@ -294,6 +296,13 @@ public final class SQLiteArchiveStore: ArchiveStore {
             if sqlite3_get_autocommit(db.sqliteConnection) == 0 { try? db.execute(sql: "ROLLBACK") }
             throw error
         }
+    }
+
+    /// A write other than a commit of chats, in a transaction of its own; the checkpointer is
+    /// told (``WALCheckpointer/committed()``).
+    private func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        defer { checkpointer.committed() }
+        return try await pool.write(updates)
     }
 
     /// Forgets what the writer knows of `streams` (inside a write that gives out offsets in
@@ -320,6 +329,9 @@ public final class SQLiteArchiveStore: ArchiveStore {
         let checkpointer = self.checkpointer
         return { checkpointer.finish(on: pool) }
     }
+
+    /// The checkpointer's timer: whether it runs, and the checkpoints it ran.
+    var checkpointTimer: (running: Bool, runs: Int) { (checkpointer.isRunning, checkpointer.runs.load(ordering: .relaxed)) }
 
     /// Checkpoints so far: those the writer finished (each let the WAL start over), and
     /// those that held the writer to empty a WAL that had grown too long.
@@ -675,7 +687,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
     }
 
     public func markRead(user: String, conversation: Conversation, through: UInt64) async throws -> ReadMarkOutcome {
-        try await pool.write { db in
+        try await write { db in
             guard let marker = try Int64.fetchOne(
                 db, sql: "SELECT read_through FROM conversation WHERE user = ? AND peer = ?", arguments: [user, conversation.key])
             else { return .unknownConversation }
@@ -696,7 +708,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
     }
 
     public func deleteMessage(sender: String, messageID: String, at time: UInt64, origin: String?, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> DeletedMessage? {
-        try await pool.write { db in
+        try await write { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT id, deleted, body FROM message WHERE sender = ? AND message_id = ?", arguments: [sender, messageID])
             else { return nil }
             let id: Int64 = row[0]
@@ -727,7 +739,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
     }
 
     public func eraseUser(_ user: String, at time: UInt64, tombstone: @escaping @Sendable (_ body: [UInt8]) -> [UInt8]) async throws -> UserErasure {
-        try await pool.write { db in
+        try await write { db in
             var messages = 0
             var after: Int64 = 0
             // In batches by id: the user's sent messages, each body replaced once.
@@ -783,7 +795,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
 
     public func recordGroupMembers(_ group: String, _ changes: [String: UInt64?]) async throws {
         guard !changes.isEmpty else { return }
-        try await pool.write { db in
+        try await write { db in
             let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO group_member (grp, user, since) VALUES (?, ?, ?)")
             for (user, since) in changes.sorted(by: { $0.key < $1.key }) {
                 try statement.execute(arguments: [group, user, since.map { Int64(clamping: $0) }])
@@ -793,7 +805,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
 
     public func deleteMessages(acceptedBefore serverTime: UInt64, limit: Int) async throws -> Int {
         guard limit > 0 else { return 0 }
-        return try await pool.write { db in
+        return try await write { db in
             // The oldest messages, by id (which grows with time): up to the first that is
             // not old enough.
             let oldest = try Row.fetchAll(db, sql: "SELECT id, server_time FROM message ORDER BY id LIMIT ?", arguments: [limit])
@@ -823,7 +835,7 @@ public final class SQLiteArchiveStore: ArchiveStore {
             """
         let arguments: StatementArguments = [stream, conversation.key, max(0, keep)]
         guard try await pool.read({ db in try Int64.fetchOne(db, sql: cutSQL, arguments: arguments) }) != nil else { return 0 }
-        return try await pool.write { db in
+        return try await write { db in
             guard let cut = try Int64.fetchOne(db, sql: cutSQL, arguments: arguments) else { return 0 }
             let doomed = try Row.fetchAll(
                 db, sql: """

@@ -7,8 +7,8 @@ import Synchronization
 /// automatic checkpoint copies the whole WAL inside the commit that crosses its threshold,
 /// and that commit, with every chat waiting on it, waits for as long as it takes.
 ///
-/// Every ``interval`` a PASSIVE checkpoint on a connection and a thread of its own copies
-/// what the WAL holds, while commits go on. The WAL starts over only at a commit that finds
+/// Every ``interval`` while commits come (and once after the last), a PASSIVE checkpoint on a
+/// connection and a thread of its own copies what the WAL holds, while commits go on. The WAL starts over only at a commit that finds
 /// it entirely copied, which commits made during the copy prevent; so once the WAL is past
 /// ``restartFrames``, the writer, after its next commit, copies the few frames committed
 /// since (``finish(on:)``), and the commit after that starts the WAL over: the WAL stays short
@@ -38,19 +38,46 @@ final class WALCheckpointer: Sendable {
     private let failing = Mutex(false)
     private let logger = Logger(label: "imgw.archive")
 
-    /// Opens a connection of its own to `path` and starts checkpointing.
+    /// Whether the timer runs: from a commit until an interval without one (an idle archive
+    /// wakes no thread).
+    private let running = Atomic(false)
+    /// Commits since the timer last looked.
+    private let commits = Atomic(0)
+    /// Checkpoints the timer ran.
+    let runs = Atomic(0)
+    /// Whether the timer runs now.
+    var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    /// Opens a connection of its own to `path`; checkpoints start with the first commit
+    /// (``committed()``).
     init(path: String, configuration: Configuration) throws {
         var configuration = configuration
         configuration.label = "imgw-archive-checkpoint"
         connection = try DatabaseQueue(path: path, configuration: configuration)
-        schedule()
     }
 
+    /// After a write to the file: starts the timer if it is not running.
+    func committed() {
+        commits.add(1, ordering: .relaxed)
+        guard !running.load(ordering: .relaxed) else { return }
+        if running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged { schedule() }
+    }
+
+    /// A checkpoint after ``interval``, and another after that while commits came meanwhile;
+    /// the checkpoint that finds none was the last (it copied what the last commits left).
     private func schedule() {
         queue.asyncAfter(deadline: .now() + Self.interval) { [self] in
             guard !stopped.withLock({ $0 }) else { return }
             checkpoint()
-            schedule()
+            runs.add(1, ordering: .relaxed)
+            if commits.exchange(0, ordering: .acquiringAndReleasing) > 0 { return schedule() }
+            running.store(false, ordering: .releasing)
+            // A commit between the exchange and the store found the timer running and left it.
+            if commits.load(ordering: .acquiring) > 0,
+                running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+            {
+                schedule()
+            }
         }
     }
 

@@ -41,4 +41,33 @@ struct WALCheckpointerTests {
         writer.cancel()
         await writer.value
     }
+
+    @Test("an idle archive wakes no thread: the checkpoints stop after the last commit's (which copies it back) and start again with the next")
+    func idleTimerStops() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let store = try SQLiteArchiveStore.open(path: scratch.path)
+        #expect(store.checkpointTimer == (false, 0), "nothing committed, nothing scheduled")
+        _ = try await store.commit([chat("alice", "m-1", to: ["bob"])], positions: [])
+        #expect(store.checkpointTimer.running)
+        // The timer's own stop is the event: polled, bounded.
+        func whenStopped() async throws -> Int {
+            for _ in 0..<500 {
+                let timer = store.checkpointTimer
+                if !timer.running { return timer.runs }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            Issue.record("the checkpoint timer still runs 5 s after the last commit")
+            return -1
+        }
+        let runs = try await whenStopped()
+        #expect(runs >= 1, "the last commit's frames were copied back")
+        // Idle for six intervals: no checkpoint ran.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(store.checkpointTimer == (false, runs))
+        _ = try await store.commit([chat("alice", "m-2", to: ["bob"])], positions: [])
+        #expect(store.checkpointTimer.running, "a commit starts it again")
+        #expect(try await whenStopped() > runs)
+        await store.close()
+    }
 }
