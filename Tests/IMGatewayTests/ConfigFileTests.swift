@@ -37,7 +37,7 @@ struct ConfigFileTests {
         // Every optional is set in `maximal` (or shows up as a null leaf the file lacks).
         let json = try JSONSerialization.jsonObject(with: try JSONEncoder().encode(maximal))
         let keys = Self.keyPaths(of: try #require(json as? [String: Any]))
-        #expect(keys.count == 83)
+        #expect(keys.count == 84)
         for key in keys.sorted() {
             #expect(documented.contains(key), "\(key) is missing from config/imgw.yaml")
         }

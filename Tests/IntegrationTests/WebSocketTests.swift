@@ -57,8 +57,11 @@ struct WebSocketTests {
             #"imgw_logged_in{transport="websocket"} 1"#, #"imgw_logins_total{transport="websocket"} 1"#,
             #"imgw_chat_messages_in_total{transport="websocket"} 1"#, #"imgw_chat_messages_in_total{transport="tcp"} 1"#,
         ]
+        // By line: the exposition's order follows a dictionary's, and the output as read has no
+        // final newline, so whichever line comes last has none either.
         func missing(_ metrics: String) -> [String] {
-            lines.filter { !metrics.contains($0 + "\n") && !metrics.contains($0 + ".0\n") }
+            let present = Set(metrics.split(separator: "\n").map { String($0) })
+            return lines.filter { !present.contains($0) && !present.contains($0 + ".0") }
         }
         // Polling the counters (up to 5 s): they are read at each scrape.
         var metrics = ""
