@@ -266,19 +266,20 @@ public final class SQLiteArchiveStore: ArchiveStore {
 
     public func commit(_ messages: [ArchiveMessage], positions: [DevicePosition]) async throws -> [AppendOutcome] {
         defer { checkpointer.committed() }
-        return try await pool.writeWithoutTransaction { db in
-            try self.memory.withLock { memory in try Self.transaction(messages, positions: positions, memory: &memory, in: db) }
-        }
+        return try await pool.writeWithoutTransaction { db in try self.transaction(messages, positions: positions, in: db) }
     }
 
     /// The same, on the calling thread (GRDB's writer queue runs it there when it is free).
     public var blockingCommit: (@Sendable (_ messages: [ArchiveMessage], _ positions: [DevicePosition]) throws -> [AppendOutcome])? {
         { messages, positions in
             defer { self.checkpointer.committed() }
-            return try self.pool.writeWithoutTransaction { db in
-                try self.memory.withLock { memory in try Self.transaction(messages, positions: positions, memory: &memory, in: db) }
-            }
+            return try self.pool.writeWithoutTransaction { db in try self.transaction(messages, positions: positions, in: db) }
         }
+    }
+
+    /// Both commits' work on the writer's connection, with what the writer remembers.
+    private func transaction(_ messages: [ArchiveMessage], positions: [DevicePosition], in db: Database) throws -> [AppendOutcome] {
+        try memory.withLock { memory in try Self.transaction(messages, positions: positions, memory: &memory, in: db) }
     }
 
     /// ``commit(_:positions:memory:in:)`` in a transaction of its own (BEGIN IMMEDIATE ...
