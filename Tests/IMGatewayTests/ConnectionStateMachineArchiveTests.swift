@@ -45,8 +45,11 @@ struct ConnectionStateMachineArchiveTests {
         let login = harness.logIn(sync: LoginSync(position: 2, status: .continued, last: 5, saved: 2))
         #expect(login.lines == ["sessionOpened", "loggedIn alice/phone", "write LOGIN_OK", "readArchive 2...5"])
         let read = try #require(Self.read(in: login))
-        // The broker delivers offset 6 meanwhile: held.
-        #expect(harness.mail(MachineHarness.chatMessage(from: "bob", to: "alice", id: "m-6", deliveryID: 60, offset: 6, epoch: Self.epoch)).lines == [])
+        // The broker delivers offset 6 meanwhile: held, and acknowledged to the broker at once
+        // (the archive has it; held, it would hold the session's writes).
+        #expect(harness.mail(MachineHarness.chatMessage(from: "bob", to: "alice", id: "m-6", deliveryID: 60, offset: 6, epoch: Self.epoch)).lines == [
+            "uplink acks=[60] receipts=[] probes=0",
+        ])
         #expect(harness.mail(.page(.success(Self.entries(3...5)), read)).lines == [
             "write DELIVERY m-3 offset=3 archived", "write DELIVERY m-4 offset=4 archived", "write DELIVERY m-5 offset=5 archived",
             "write DELIVERY m-6 offset=6",
@@ -93,7 +96,9 @@ struct ConnectionStateMachineArchiveTests {
         #expect(harness.mail(MachineHarness.chatMessage(from: "bob", to: "alice", id: "m-1", deliveryID: 1, offset: 1, epoch: Self.epoch)).lines == ["write DELIVERY m-1 offset=1"])
         _ = Self.ack(&harness, 2...2)
         // 2 never comes (the sender's gateway died between storing and publishing).
-        #expect(harness.mail(MachineHarness.chatMessage(from: "bob", to: "alice", id: "m-3", deliveryID: 3, offset: 3, epoch: Self.epoch)).lines == [], "held above the gap")
+        #expect(harness.mail(MachineHarness.chatMessage(from: "bob", to: "alice", id: "m-3", deliveryID: 3, offset: 3, epoch: Self.epoch)).lines == [
+            "uplink acks=[3] receipts=[] probes=0",
+        ], "held above the gap, and acknowledged to the broker")
         #expect(harness.advance(by: .seconds(1)).lines.filter { $0.hasPrefix("readArchive") } == [])
         var actions = harness.advance(by: .seconds(1))
         if Self.read(in: actions) == nil { actions += harness.advance(by: .seconds(2)) }

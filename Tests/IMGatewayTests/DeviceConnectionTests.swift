@@ -1,4 +1,5 @@
 @testable import IMGateway
+import IMArchive
 import IMWire
 import Logging
 import Foundation
@@ -41,7 +42,9 @@ struct DeviceConnectionTests {
 
         /// A connection on a testing channel; the first sessions' CONNECTs are refused with
         /// `refusals`, in turn.
-        static func start(refusing refusals: [ReasonCode] = [], _ configure: (inout GatewayConfiguration) -> Void = { _ in }) async throws -> Harness {
+        static func start(
+            refusing refusals: [ReasonCode] = [], archive: MessageArchive? = nil, _ configure: (inout GatewayConfiguration) -> Void = { _ in }
+        ) async throws -> Harness {
             let made = Counter()
             var configuration = GatewayConfiguration.defaults
             configuration.auth.jwtSecret = DeviceConnectionTests.secret
@@ -51,7 +54,8 @@ struct DeviceConnectionTests {
             var logger = Logger(label: "device-connection-test")
             logger.logLevel = .critical
             let context = GatewayContext(
-                configuration: configuration, broker: BrokerEndpoint(host: "127.0.0.1", port: 1), mqttLoop: .shared, logger: logger
+                configuration: configuration, broker: BrokerEndpoint(host: "127.0.0.1", port: 1), mqttLoop: .shared, logger: logger,
+                archive: archive
             ) { user, device, receiptNotices in
                 let index = Int(made.next()) - 1
                 let session = FakeDeviceSession(

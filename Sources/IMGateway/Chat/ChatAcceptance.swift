@@ -133,7 +133,18 @@ final class ChatAcceptance: Sendable {
     /// Accepts `chat`: stored (or checked against the de-duplication window), published through
     /// `route` (the sending device's session; `nil`: the ``relay``), then `answer` is called once
     /// with the verdict (on any thread). Nothing of it depends on the caller afterwards.
-    func accept(_ chat: Chat, via route: (any ChatRoute)?, logger: ConnectionLogger, answer: @escaping @Sendable (Verdict) -> Void) {
+    ///
+    /// `stored`, if given, is called once the archive holds the chat and before its copies are
+    /// published, with the offsets of the sender's stream that the sending device needs no
+    /// delivery of (``Accepted/done``), unless there are none. The sending device's connection
+    /// must know them before the publishes: a live delivery above one of them waits for it, and
+    /// under ack-through the device's session writes nothing (its own publishes included) while
+    /// a delivery waits; the answer, which also carries them, comes only after the broker
+    /// acknowledged the publishes.
+    func accept(
+        _ chat: Chat, via route: (any ChatRoute)?, logger: ConnectionLogger,
+        stored: (@Sendable ([UInt64]) -> Void)? = nil, answer: @escaping @Sendable (Verdict) -> Void
+    ) {
         underWay.enter()
         let underWay = self.underWay
         let answer: @Sendable (Verdict) -> Void = { verdict in
@@ -143,7 +154,7 @@ final class ChatAcceptance: Sendable {
         if let archive = context.archive {
             let message = archiveMessage(chat)
             archive.append(message) { result in
-                self.stored(chat, message, result, epoch: archive.epoch.rawValue, route: route, logger: logger, answer: answer)
+                self.stored(chat, message, result, epoch: archive.epoch.rawValue, route: route, logger: logger, done: stored, answer: answer)
             }
             return
         }
@@ -201,7 +212,8 @@ final class ChatAcceptance: Sendable {
     /// resend's with the offsets it was stored with), then the answer.
     private func stored(
         _ chat: Chat, _ message: ArchiveMessage, _ result: Result<AppendOutcome, ArchiveError>, epoch: UInt64,
-        route: (any ChatRoute)?, logger: ConnectionLogger, answer: @escaping @Sendable (Verdict) -> Void
+        route: (any ChatRoute)?, logger: ConnectionLogger, done reportDone: (@Sendable ([UInt64]) -> Void)?,
+        answer: @escaping @Sendable (Verdict) -> Void
     ) {
         var chat = chat
         let copies: [StoredCopy]
@@ -225,6 +237,7 @@ final class ChatAcceptance: Sendable {
         if chat.carbon, let own { publishes.append(publish(chat, carbonOffset: own, epoch: epoch)) }
         // The sending device has its own copy, and (a chat to itself) the recipient's too.
         let done = [own].compactMap { $0 } + received.filter { $0.stream == chat.from && chat.send.group == nil }.map(\.offset)
+        if let reportDone, !done.isEmpty { reportDone(done) }
         let chatForAnswer = chat
         publish(publishes, of: chat.send.messageID, window: chat.window, via: route, logger: logger) { failure in
             if let failure { return answer(.notPublished(failure)) }

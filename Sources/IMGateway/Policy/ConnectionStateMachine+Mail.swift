@@ -39,8 +39,8 @@ extension ConnectionStateMachine {
             answered(ticket, verdict)
         case .groupResolved(let group, let members):
             groupResolved(group, members)
-        case .ownStored(let offset):
-            archiveDone(offset)
+        case .ownStored(let offsets):
+            for offset in offsets { archiveDone(offset) }
         case .presenceWatchChanged(let users, let watching):
             let user = session?.user
             session?.downlink.watchChanged(users, watching: watching, own: user)
@@ -154,6 +154,12 @@ extension ConnectionStateMachine {
                 session?.uplink.acknowledge(message.deliveryID)
                 return
             case .hold:
+                // The archive holds it, above the device's position: it reaches the device from
+                // here once what is below it did, or from the archive (a gap read, the next
+                // login's catch-up). Its PUBACK goes now: under ack-through, a held delivery
+                // would hold the session's writes, its own chats' publishes included, and what
+                // it waits for may be one of them.
+                session?.uplink.acknowledge(message.deliveryID)
                 return
             }
         }

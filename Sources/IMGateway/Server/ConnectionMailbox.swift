@@ -31,9 +31,10 @@ final class ConnectionMailbox: Sendable {
         case chatAnswered(ChatTicket, ChatAcceptance.Verdict)
         /// The members of a group the device's chats wait for, or why they could not be read.
         case groupResolved(String, Result<[String: UInt64], any Error>)
-        /// An entry the device itself made (the tombstone of a message it deleted) is at this
-        /// offset of its user's stream: done for this device.
-        case ownStored(UInt64)
+        /// Entries the device itself made (its own copy of a chat it sent, the tombstone of a
+        /// message it deleted) are at these offsets of its user's stream, stored and not yet
+        /// published: done for this device.
+        case ownStored([UInt64])
         /// A TOKEN_REFRESH's token: its expiry (Unix ms), or why it is refused.
         case tokenVerified(Result<UInt64, LoginRefusal>, IMFrameHeader)
         /// A page of the device's stream, read for this.

@@ -203,7 +203,9 @@ final class DeviceConnection: ChannelDuplexHandler {
             guard let session = link?.session, let mailbox else { return }
             for pending in chats {
                 let ticket = pending.ticket
-                acceptance.accept(pending.chat, via: session, logger: logger) { mailbox.post(.chatAnswered(ticket, $0)) }
+                acceptance.accept(pending.chat, via: session, logger: logger, stored: { mailbox.post(.ownStored($0)) }) {
+                    mailbox.post(.chatAnswered(ticket, $0))
+                }
             }
         case .lookUpGroup(let group):
             if let members = gateway.groups.knownMembers(of: group) {

@@ -170,7 +170,7 @@ extension DeviceRequests {
                 topic: topic, payload: bytes, qos: .atLeastOnce,
                 properties: .gateway(sender: me, messageID: id, tag: context.authenticator.tag(topic: topic, payload: bytes))))
             // This device deleted it: its own tombstone is done.
-            if copy.origin == session.device { mailbox.post(.ownStored(copy.offset)) }
+            if copy.origin == session.device { mailbox.post(.ownStored([copy.offset])) }
         }
         if let failure = await acceptance.publish(publishes, of: id, window: brokerFit.publishWindow, via: session, logger: logger) {
             return reply(Ack.refusing(sequence: header.sequence, code: .brokerUnavailable, message: failure), to: header)
