@@ -190,6 +190,17 @@ struct PayloadTests {
         #expect(try PayloadCodec.decode(StatsPayload.self, from: PayloadCodec.encode(stats)) == stats)
     }
 
+    @Test("a disconnect names when it was asked for, and ends only the sessions there by then; one without a time (an older gateway's) ends them all")
+    func disconnect() throws {
+        let asked = DisconnectPayload(user: "bob", reason: "stolen token", at: 1_000)
+        #expect(Self.json(asked) == #"{"at":1000,"reason":"stolen token","user":"bob"}"#)
+        #expect(try PayloadCodec.decode(DisconnectPayload.self, from: PayloadCodec.encode(asked)) == asked)
+        #expect(asked.ends(sessionRegisteredAt: 999) && asked.ends(sessionRegisteredAt: 1_000))
+        #expect(!asked.ends(sessionRegisteredAt: 1_001), "a login after the request stays, however late the request arrives")
+        let older = try PayloadCodec.decode(DisconnectPayload.self, from: Array(#"{"device":"phone","reason":"r","user":"bob"}"#.utf8))
+        #expect(older.at == nil && older.ends(sessionRegisteredAt: .max))
+    }
+
     // MARK: Codec
 
     @Test("decode errors name what is wrong")

@@ -277,9 +277,13 @@ final class ControlClient: ChatRoute {
         return String(levels[2])
     }
 
-    /// Ends the sessions `disconnect` names that this gateway holds, at once and together.
+    /// Ends the sessions `disconnect` names that this gateway holds and that logged in before it
+    /// was asked for, at once and together. (A device that logged in again after the request,
+    /// with a token the request's revocation let through, keeps that session: the request may
+    /// reach this gateway, or be handled here, after that login.)
     private func disconnect(_ disconnect: DisconnectPayload) async {
         let sessions = await context.registry.sessions(of: disconnect.user, device: disconnect.device)
+            .filter { disconnect.ends(sessionRegisteredAt: $0.entry.registeredAt) }
         guard !sessions.isEmpty else { return }
         logger.notice(
             "disconnecting at the backend's request",

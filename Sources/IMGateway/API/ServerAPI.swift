@@ -120,7 +120,7 @@ struct ServerAPI: APIProtocol {
                 context.revocations.revoke(user: user, issuedBefore: cutoff)
                 revokedBefore = cutoff
             }
-            let payload = PayloadCodec.encode(DisconnectPayload(user: user, device: request.device, reason: reason))
+            let payload = PayloadCodec.encode(DisconnectPayload(user: user, device: request.device, reason: reason, at: unixMilliseconds()))
             try await broker.publish(OutgoingPublish(
                 topic: topics.disconnectTopic, payload: payload, qos: .atLeastOnce,
                 properties: .gateway(sender: user, tag: context.authenticator.tag(topic: topics.disconnectTopic, payload: payload))))

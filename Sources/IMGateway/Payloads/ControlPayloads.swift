@@ -1,8 +1,9 @@
 /// A disconnect the app's backend asked for (server API), on `{prefix}/$ctl/disconnect`:
-/// every gateway ends the named sessions it holds with KICK DISCONNECTED.
+/// every gateway ends the named sessions it holds with KICK DISCONNECTED, those that logged in
+/// before the request was made (`at`).
 ///
 /// ```json
-/// {"device":"phone","reason":"account suspended","user":"bob"}
+/// {"at":1735689600123,"device":"phone","reason":"account suspended","user":"bob"}
 /// ```
 public struct DisconnectPayload: Codable, Hashable, Sendable {
     /// Whose sessions end.
@@ -11,12 +12,25 @@ public struct DisconnectPayload: Codable, Hashable, Sendable {
     public var device: String?
     /// Why, for the KICK's message.
     public var reason: String
+    /// When the backend asked (Unix milliseconds, the asking gateway's clock): a session that
+    /// logged in later is not ended, however late a gateway gets the request. Without it (an
+    /// older gateway's request), every session named is.
+    public var at: UInt64?
 
     /// Creates a disconnect.
-    public init(user: String, device: String? = nil, reason: String) {
+    public init(user: String, device: String? = nil, reason: String, at: UInt64? = nil) {
         self.user = user
         self.device = device
         self.reason = reason
+        self.at = at
+    }
+
+    /// Whether it ends a session (of the user and device it names) that registered at
+    /// `registeredAt` (Unix milliseconds): one that was there when it was asked for. Gateways'
+    /// clocks are taken to be in step (NTP); a login within their difference of the request
+    /// may go either way.
+    public func ends(sessionRegisteredAt registeredAt: UInt64) -> Bool {
+        at.map { registeredAt <= $0 } ?? true
     }
 }
 

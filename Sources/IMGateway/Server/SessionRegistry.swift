@@ -6,6 +6,8 @@ actor SessionRegistry {
         let id: UInt64
         /// When the token the device logged in with was issued (Unix seconds), if it says.
         let issuedAt: Int64?
+        /// When it registered (Unix milliseconds).
+        let registeredAt: UInt64
         /// Makes the connection end the way the reason says (a newer login of the device, the
         /// backend's disconnect): KICK, close, end the MQTT side; returns once it has.
         let end: @Sendable (ConnectionStateMachine.LeaveReason) async -> Void
@@ -22,7 +24,7 @@ actor SessionRegistry {
         let id = nextID
         let key = user + "/" + device
         let previous = sessions[key]
-        sessions[key] = Entry(id: id, issuedAt: issuedAt, end: end)
+        sessions[key] = Entry(id: id, issuedAt: issuedAt, registeredAt: unixMilliseconds(), end: end)
         if let previous { await previous.end(.takenOver) }
         return id
     }
