@@ -4,6 +4,8 @@
 SHELL := /bin/bash
 SWIFT ?= swift
 APT_PACKAGES := libmosquitto-dev libsqlite3-dev mosquitto mosquitto-clients zlib1g-dev libssl-dev pkg-config openssl curl binutils
+# imbench's RocksDB measurement (`imbench rocksdb`, the CRocksDB module) links librocksdb.
+APT_PACKAGES += librocksdb-dev
 # Seconds of decoder fuzzing in `make test` (0 skips it).
 FUZZ_SECONDS ?= 30
 # The test watchdog (scripts/test-watchdog) stops `swift test` when no test has started or ended

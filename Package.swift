@@ -55,6 +55,12 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
+        // RocksDB's C API: only imbench links it (`imbench rocksdb`), imgw does not.
+        .systemLibrary(
+            name: "CRocksDB",
+            pkgConfig: "rocksdb",
+            providers: [.apt(["librocksdb-dev"])]
+        ),
 
         // glibc's process and descriptor calls that need _GNU_SOURCE (closefrom in a
         // spawned child, pipe2).
@@ -219,6 +225,8 @@ let package = Package(
             dependencies: [
                 "AsyncToolkit",
                 "CMosquitto",
+                // `imbench rocksdb`: the archive's lean records through RocksDB's C API.
+                "CRocksDB",
                 "LocalPostgres",
                 "IMArchive",
                 "IMGateway",
