@@ -238,24 +238,39 @@ struct HistoryPlan: Sendable {
         return heavy + (user - heavy + offset) % normals
     }
 
-    /// Message `index`: its sender, recipient and time.
-    func message(_ index: Int) -> ArchiveMessage {
+    /// Who sends message `index` to whom (users by number).
+    func participants(_ index: Int) -> (sender: Int, recipient: Int) {
         var mixer = SplitMix(seed: UInt64(index))
-        let sender: Int
-        let recipient: Int
+        return participants(index, &mixer)
+    }
+
+    /// Message `index`'s server time (Unix ms): the `days` before `now`, spread evenly.
+    func time(_ index: Int) -> UInt64 {
+        let span = UInt64(days) * 86_400_000
+        return now - span + span * UInt64(index) / UInt64(messages)
+    }
+
+    /// The draws of `participants(_:)` from the message's own generator, which ``message(_:)``
+    /// goes on drawing from.
+    private func participants(_ index: Int, _ mixer: inout SplitMix) -> (sender: Int, recipient: Int) {
         if index % 10 == 0 {
             let heavyUser = Int(mixer.next() % UInt64(heavy))
             var contactMixer = SplitMix(seed: UInt64(heavyUser) << 32 | (mixer.next() % 1_000))
             let contact = heavy + Int(contactMixer.next() % UInt64(users - heavy))
-            (sender, recipient) = mixer.next() % 2 == 0 ? (heavyUser, contact) : (contact, heavyUser)
+            return mixer.next() % 2 == 0 ? (heavyUser, contact) : (contact, heavyUser)
         } else {
             let user = normalUser(Int(mixer.next() % UInt64(users - heavy)))
             let k = mixer.next() % 10 < 7 ? 0 : 1 + Int(mixer.next() % 9)
             let peer = contact(of: user, k)
-            (sender, recipient) = mixer.next() % 2 == 0 ? (user, peer) : (peer, user)
+            return mixer.next() % 2 == 0 ? (user, peer) : (peer, user)
         }
-        let span = UInt64(days) * 86_400_000
-        let time = now - span + span * UInt64(index) / UInt64(messages)
+    }
+
+    /// Message `index`: its sender, recipient and time.
+    func message(_ index: Int) -> ArchiveMessage {
+        var mixer = SplitMix(seed: UInt64(index))
+        let (sender, recipient) = participants(index, &mixer)
+        let time = self.time(index)
         let words = 20 + Int(mixer.next() % 80)
         let text = String(repeating: "w", count: words)
         let from = name(sender)
