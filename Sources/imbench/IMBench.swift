@@ -12,6 +12,8 @@ import ArgumentParser
 /// - `imbench weak`: chat through a fault-injecting proxy (latency, stalls, cuts): delivered
 ///   %, duplicates, order, reconnect times.
 /// - `imbench archive`: the message archive alone: messages/s, CPU and bytes per message.
+/// - `imbench rocksdb`: the archive's lean records written through RocksDB's C API (one writer,
+///   write batches): messages/s, CPU and bytes per message, catch-up and history reads.
 /// - `imbench catchup`: a device catching up at login on what it missed (from the archive).
 /// - `imbench group`: group fan-out (groups of N, some members offline) through `imgw`, beside
 ///   raw libmosquitto publishing per member and the broker fanning out.
@@ -27,6 +29,6 @@ struct IMBench: AsyncParsableCommand {
         discussion: "Progress goes to stderr; each subcommand prints one JSON line with its results on stdout.",
         subcommands: [
             WireCommand.self, ChatCommand.self, MQTTCommand.self, ConnectCommand.self, WeakCommand.self, GroupCommand.self,
-            ArchiveCommand.self, CatchUpCommand.self, HistoryCommand.self, ChaosCommand.self,
+            ArchiveCommand.self, CatchUpCommand.self, HistoryCommand.self, RocksDBCommand.self, ChaosCommand.self,
         ])
 }
