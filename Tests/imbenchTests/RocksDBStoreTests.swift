@@ -93,13 +93,15 @@ struct RocksDBStoreTests {
             let model = try fill(archive)
             let conversations = model.conversations.sorted { $0.value.count > $1.value.count }
             let longest = try #require(conversations.first)
-            #expect(longest.value.count > 50, "the fill has a conversation longer than a page")
+            // Pages of 10: the fill's longest conversation (23 messages) is longer than a page.
+            let pageSize = 10
+            #expect(longest.value.count > pageSize, "the fill has a conversation longer than a page")
             let shortest = try #require(conversations.last)
             for (conversation, messages) in [longest, shortest] {
                 // Asked from either side, in either order.
                 for (a, b) in [(conversation.low, conversation.high), (conversation.high, conversation.low)] {
-                    let page = try archive.history(a, b, limit: 50)
-                    let count = min(50, messages.count)
+                    let page = try archive.history(a, b, limit: pageSize)
+                    let count = min(pageSize, messages.count)
                     let newest = UInt64(messages.count)
                     let sequences: [UInt64] = (0..<count).map { (index: Int) -> UInt64 in newest - UInt64(index) }
                     let newestMessages: [LeanRecord.Message] = Array(messages.suffix(count).reversed())
