@@ -96,24 +96,33 @@ struct HistoryCommand: AsyncParsableCommand {
         json.add("store", sqlite ? "sqlite" : "postgres")
         json.add("messages", messages)
         json.add("users", users)
-        let held = try await filling.size()
-        if held.messages >= messages {
-            Log.info("\(filling.description) holds \(held.messages) messages already: not filled again")
-            json.add("filled", false)
-        } else if held.messages > 0 {
-            fillWriter.cancel()
-            await fillWriter.value
-            throw ValidationError("\(filling.description) holds \(held.messages) messages, not \(messages): use another file or database")
-        } else {
-            let (seconds, cpu) = try await fill(filler, plan: plan)
+        // Whatever happens, the writer stops (and closes the store) before what follows, or
+        // before the process exits with an error: exiting with it still committing ends in a crash.
+        let fillOutcome: Result<(seconds: Double, cpu: Double)?, any Error>
+        do {
+            let held = try await filling.size()
+            if held.messages >= messages {
+                Log.info("\(filling.description) holds \(held.messages) messages already: not filled again")
+                fillOutcome = .success(nil)
+            } else if held.messages > 0 {
+                throw ValidationError("\(filling.description) holds \(held.messages) messages, not \(messages): use another file or database")
+            } else {
+                fillOutcome = .success(try await fill(filler, plan: plan))
+            }
+        } catch {
+            fillOutcome = .failure(error)
+        }
+        fillWriter.cancel()
+        await fillWriter.value
+        if let (seconds, cpu) = try fillOutcome.get() {
             json.add("filled", true)
             json.add("fill_s", seconds, decimals: 1)
             json.add("fill_msgs_per_s", Double(messages) / seconds, decimals: 0)
             json.add("fill_cpu_s_per_1000", cpu / Double(messages) * 1000, decimals: 4)
+        } else {
+            json.add("filled", false)
         }
-        // Stopping the writer closes the store. The reads open it again as imgw does.
-        fillWriter.cancel()
-        await fillWriter.value
+        // (Stopping the writer closed the store. The reads open it again as imgw does.)
         let opened: any ArchiveStore = sqlite
             ? try SQLiteArchiveStore.open(path: file, synchronous: .normal)
             : try await PostgresArchiveStore.open(url: store, logger: logger)
