@@ -89,9 +89,11 @@ public final class SQLiteArchiveStore: ArchiveStore {
         configuration.maximumReaderCount = 4
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(synchronous == .full ? "FULL" : "NORMAL")")
-            // The WAL is truncated back to this size after a checkpoint (it would otherwise
-            // keep the size of its largest burst).
-            try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
+            // The WAL is truncated back to this size when it starts over (it would otherwise
+            // keep the size of its largest burst). Not less than a large commit's frames: a WAL
+            // cut below what each commit writes is grown again by every one, and the file
+            // system zeroes and allocates those blocks each time.
+            try db.execute(sql: "PRAGMA journal_size_limit = \(WALCheckpointer.truncateFrames * 4096)")
             // Checkpoints are the checkpointer's (``WALCheckpointer``): SQLite's own would copy
             // the whole WAL inside the commit that crosses its threshold, holding that commit
             // and every chat waiting on it.

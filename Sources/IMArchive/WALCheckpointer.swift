@@ -22,8 +22,10 @@ final class WALCheckpointer: Sendable {
     static let restartFrames = 1_000
     /// Frames committed during a checkpoint that are few enough for the writer to copy.
     static let finishFrames = 64
-    /// WAL frames past which a checkpoint waits for the writer to empty the WAL.
-    static let truncateFrames = 16_384
+    /// WAL frames past which a checkpoint waits for the writer to empty the WAL (256 MB of
+    /// 4 KiB pages). Well above what one commit writes: a commit of 8,192 messages over 100,000
+    /// users dirties about 26,000 pages, and a limit below that emptied the WAL after every one.
+    static let truncateFrames = 65_536
 
     private let connection: DatabaseQueue
     private let queue = DispatchQueue(label: "imgw-archive-checkpoint")
@@ -34,6 +36,8 @@ final class WALCheckpointer: Sendable {
     let finished = Atomic(0)
     /// TRUNCATE checkpoints (each held the writer).
     let truncated = Atomic(0)
+    /// Checkpoints skipped because the writer was finishing one at the same moment.
+    let overlapped = Atomic(0)
     /// Whether the last checkpoint failed (logged once, and again when one works).
     private let failing = Mutex(false)
     private let logger = Logger(label: "imgw.archive")
@@ -85,7 +89,15 @@ final class WALCheckpointer: Sendable {
     func checkpoint() {
         do {
             try connection.writeWithoutTransaction { db in
-                var (frames, copied) = try db.checkpoint(.passive)
+                var (frames, copied): (Int, Int)
+                do {
+                    (frames, copied) = try db.checkpoint(.passive)
+                } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                    // The writer is finishing a checkpoint (``finish(on:)``): one runs at a time,
+                    // and that one copies what this one would have. Not a failure.
+                    overlapped.add(1, ordering: .relaxed)
+                    return
+                }
                 if frames > Self.truncateFrames {
                     logger.notice("the archive's WAL is long: emptying it, commits wait meanwhile", metadata: ["wal-pages": "\(frames)"])
                     _ = try db.checkpoint(.truncate)
@@ -122,6 +134,10 @@ final class WALCheckpointer: Sendable {
         guard finishWanted.exchange(false, ordering: .relaxed) else { return }
         if (try? pool.writeWithoutTransaction({ db in try db.checkpoint(.passive) })) != nil {
             finished.add(1, ordering: .relaxed)
+        } else {
+            // The checkpointer's own copy was under way (one checkpoint at a time): after the
+            // next commit, again.
+            finishWanted.store(true, ordering: .relaxed)
         }
     }
 
