@@ -336,10 +336,12 @@ public final class SQLiteArchiveStore: ArchiveStore {
     /// The checkpointer's timer: whether it runs, and the checkpoints it ran.
     var checkpointTimer: (running: Bool, runs: Int) { (checkpointer.isRunning, checkpointer.runs.load(ordering: .relaxed)) }
 
-    /// Checkpoints so far: those the writer finished (each let the WAL start over), and
-    /// those that held the writer to empty a WAL that had grown too long.
-    public var checkpoints: (finished: Int, truncated: Int) {
-        (checkpointer.finished.load(ordering: .relaxed), checkpointer.truncated.load(ordering: .relaxed))
+    /// Checkpoints so far: those the writer finished (each let the WAL start over), those
+    /// that held the writer to empty a WAL that had grown too long, and those of the background
+    /// that found the writer's under way and left the copy to it.
+    public var checkpoints: (finished: Int, truncated: Int, overlapped: Int) {
+        (checkpointer.finished.load(ordering: .relaxed), checkpointer.truncated.load(ordering: .relaxed),
+         checkpointer.overlapped.load(ordering: .relaxed))
     }
 
     /// Rows per multi-row statement: a batch takes a few statements, not a few per message.
