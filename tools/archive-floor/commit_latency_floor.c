@@ -10,12 +10,12 @@
 // RESTART_FRAMES, the writer's share too: once a background checkpoint found the WAL that long,
 // the writer copies what is left after its next commit, and the WAL starts over).
 //
-// gcc -O2 -o commit_latency_floor commit_latency_floor.c -lsqlite3 -lpthread
+// gcc -O2 -o commit_latency_floor commit_latency_floor.c -lsqlite3 -lpthread   (floor_v5.h beside it)
 // ./commit_latency_floor DB RATE SECONDS USERS DELAY_US auto|background [RESTART_FRAMES]
 //
 // Prints the commits, messages a commit, the latency's p50, p99 and max, and the CPU per message.
 #include <pthread.h>
-#include <sqlite3.h>
+#include "floor_v5.h"
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,17 +34,6 @@ static uint64_t now_ns(void) {
 static void sleep_until(uint64_t deadline) {
     struct timespec t = {(time_t)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, 0) != 0) {}
-}
-
-static void ex(sqlite3 *db, const char *sql) {
-    char *error = 0;
-    if (sqlite3_exec(db, sql, 0, 0, &error) != SQLITE_OK) { fprintf(stderr, "%s: %s\n", sql, error); exit(1); }
-}
-
-static void step(sqlite3 *db, sqlite3_stmt *s) {
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE) { fprintf(stderr, "step: %s\n", sqlite3_errmsg(db)); exit(1); }
-    sqlite3_reset(s);
 }
 
 static int compare(const void *a, const void *b) {
@@ -88,19 +77,8 @@ int main(int argc, char **argv) {
     ex(db, "PRAGMA synchronous=NORMAL");
     ex(db, "PRAGMA cache_size=-65536");
     if (background) ex(db, "PRAGMA wal_autocheckpoint=0");
-    ex(db, "CREATE TABLE message (id INTEGER PRIMARY KEY, sender TEXT NOT NULL, message_id TEXT NOT NULL, "
-           "fingerprint INTEGER NOT NULL, server_time INTEGER NOT NULL, body BLOB NOT NULL, deleted INTEGER)");
-    ex(db, "CREATE UNIQUE INDEX message_key ON message(sender, message_id)");
-    ex(db, "CREATE TABLE entry (stream TEXT NOT NULL, offset INTEGER NOT NULL, message INTEGER NOT NULL, origin TEXT, "
-           "conversation TEXT, kind TEXT, PRIMARY KEY (stream, offset)) WITHOUT ROWID");
-    ex(db, "CREATE INDEX entry_message ON entry(message)");
-    ex(db, "CREATE INDEX entry_conversation ON entry(stream, conversation, offset, origin, kind)");
-    ex(db, "CREATE TABLE conversation (user TEXT NOT NULL, peer TEXT NOT NULL, read_through INTEGER NOT NULL, "
-           "PRIMARY KEY (user, peer)) WITHOUT ROWID");
-    sqlite3_stmt *insert_message, *insert_entry, *insert_line;
-    sqlite3_prepare_v2(db, "INSERT INTO message(id, sender, message_id, fingerprint, server_time, body) VALUES (?, ?, ?, ?, ?, ?)", -1, &insert_message, 0);
-    sqlite3_prepare_v2(db, "INSERT INTO entry(stream, offset, message, origin, conversation) VALUES (?, ?, ?, ?, ?)", -1, &insert_entry, 0);
-    sqlite3_prepare_v2(db, "INSERT INTO conversation(user, peer, read_through) VALUES (?, ?, 0) ON CONFLICT(user, peer) DO NOTHING", -1, &insert_line, 0);
+    V5Inserts inserts = create_v5(db);
+    sqlite3_stmt *insert_message = inserts.message, *insert_entry = inserts.entry, *insert_line = inserts.line;
     pthread_t thread;
     if (background) pthread_create(&thread, 0, checkpointer, 0);
 

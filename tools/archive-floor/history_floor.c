@@ -7,12 +7,12 @@
 // its entries sorted by (stream, offset), its new conversation lines sorted, as the store writes
 // them. No Swift, no GRDB, no group commit: prepared single-row statements, one thread.
 //
-// gcc -O2 -o history_floor history_floor.c -lsqlite3
+// gcc -O2 -o history_floor history_floor.c -lsqlite3   (floor_v5.h beside it)
 // ./history_floor DB MESSAGES USERS HEAVY BATCH CACHE_MB [DAYS]
 //
 // Prints the rate and CPU per message of each million (or tenth, for fewer messages), then the
 // totals and bytes per message (the file and its WAL after the last commit).
-#include <sqlite3.h>
+#include "floor_v5.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,17 +72,6 @@ static double wall_seconds(void) {
     return t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static void ex(sqlite3 *db, const char *sql) {
-    char *error = 0;
-    if (sqlite3_exec(db, sql, 0, 0, &error) != SQLITE_OK) { fprintf(stderr, "%s: %s\n", sql, error); exit(1); }
-}
-
-static void step(sqlite3 *db, sqlite3_stmt *s) {
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE) { fprintf(stderr, "step: %s\n", sqlite3_errmsg(db)); exit(1); }
-    sqlite3_reset(s);
-}
-
 typedef struct { char stream[24]; long offset; long message; int own; char conversation[28]; } Entry;
 typedef struct { char user[24]; char peer[28]; } Line;
 
@@ -117,20 +106,8 @@ int main(int argc, char **argv) {
     ex(db, "PRAGMA journal_mode=WAL");
     ex(db, "PRAGMA synchronous=NORMAL");
     char pragma[64]; snprintf(pragma, sizeof pragma, "PRAGMA cache_size=-%ld", cache_mb * 1024); ex(db, pragma);
-    // The fifth schema's tables that a chat writes (SQLiteArchiveStore.schema, historySchema, leanSchema).
-    ex(db, "CREATE TABLE message (id INTEGER PRIMARY KEY, sender TEXT NOT NULL, message_id TEXT NOT NULL, "
-           "fingerprint INTEGER NOT NULL, server_time INTEGER NOT NULL, body BLOB NOT NULL, deleted INTEGER)");
-    ex(db, "CREATE UNIQUE INDEX message_key ON message(sender, message_id)");
-    ex(db, "CREATE TABLE entry (stream TEXT NOT NULL, offset INTEGER NOT NULL, message INTEGER NOT NULL, origin TEXT, "
-           "conversation TEXT, kind TEXT, PRIMARY KEY (stream, offset)) WITHOUT ROWID");
-    ex(db, "CREATE INDEX entry_message ON entry(message)");
-    ex(db, "CREATE INDEX entry_conversation ON entry(stream, conversation, offset, origin, kind)");
-    ex(db, "CREATE TABLE conversation (user TEXT NOT NULL, peer TEXT NOT NULL, read_through INTEGER NOT NULL, "
-           "PRIMARY KEY (user, peer)) WITHOUT ROWID");
-    sqlite3_stmt *insert_message, *insert_entry, *insert_line;
-    sqlite3_prepare_v2(db, "INSERT INTO message(id, sender, message_id, fingerprint, server_time, body) VALUES (?, ?, ?, ?, ?, ?)", -1, &insert_message, 0);
-    sqlite3_prepare_v2(db, "INSERT INTO entry(stream, offset, message, origin, conversation) VALUES (?, ?, ?, ?, ?)", -1, &insert_entry, 0);
-    sqlite3_prepare_v2(db, "INSERT INTO conversation(user, peer, read_through) VALUES (?, ?, 0) ON CONFLICT(user, peer) DO NOTHING", -1, &insert_line, 0);
+    V5Inserts inserts = create_v5(db);
+    sqlite3_stmt *insert_message = inserts.message, *insert_entry = inserts.entry, *insert_line = inserts.line;
 
     long *heads = calloc(USERS, sizeof(long));
     Entry *entries = malloc(sizeof(Entry) * batch * 2);
