@@ -53,10 +53,16 @@ static void *checkpointer(void *unused) {
     sqlite3 *db;
     sqlite3_open(path, &db);
     sqlite3_busy_timeout(db, 5000);
+    // A connection that has not read the file does not know it is in WAL mode: its checkpoints
+    // would do nothing (frames -1).
+    ex(db, "SELECT count(*) FROM sqlite_master");
     while (!atomic_load(&stopping)) {
         usleep(50000);
         int frames = 0, copied = 0;
-        sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, &frames, &copied);
+        if (sqlite3_wal_checkpoint_v2(db, "main", SQLITE_CHECKPOINT_PASSIVE, &frames, &copied) == SQLITE_OK && frames < 0) {
+            fprintf(stderr, "the checkpointer's connection is not in WAL mode\n");
+            exit(1);
+        }
         if (restart_frames > 0 && frames >= restart_frames) atomic_store(&finish_wanted, 1);
     }
     sqlite3_close(db);
