@@ -219,3 +219,12 @@ struct ArchiveCommand: AsyncParsableCommand {
         return try await store.size().bytes
     }
 }
+
+extension JSONLine {
+    /// `<prefix>_p50_ms`, `_p99_ms` and `_max_ms` of `times` (nanoseconds).
+    mutating func addTimes(_ prefix: String, _ times: [UInt64]) {
+        add("\(prefix)_p50_ms", ArchiveCommand.percentile(times, 0.5), decimals: 3)
+        add("\(prefix)_p99_ms", ArchiveCommand.percentile(times, 0.99), decimals: 3)
+        add("\(prefix)_max_ms", ArchiveCommand.percentile(times, 1), decimals: 3)
+    }
+}

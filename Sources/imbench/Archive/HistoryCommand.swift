@@ -183,16 +183,12 @@ struct HistoryCommand: AsyncParsableCommand {
         json.add("history_page_size", pageSize)
         json.add("history_mean_entries", Double(pageEntries) / Double(pages), decimals: 1)
         json.add("history_full_pages", fullPages)
-        json.add("history_p50_ms", ArchiveCommand.percentile(pageTimes, 0.5), decimals: 3)
-        json.add("history_p99_ms", ArchiveCommand.percentile(pageTimes, 0.99), decimals: 3)
-        json.add("history_max_ms", ArchiveCommand.percentile(pageTimes, 1), decimals: 3)
+        json.addTimes("history", pageTimes)
         json.add("lists", lists)
         json.add("list_screen", screen)
         json.add("list_mean_conversations", Double(listed) / Double(lists), decimals: 1)
         json.add("heavy_user_conversations", conversations)
-        json.add("list_p50_ms", ArchiveCommand.percentile(listTimes, 0.5), decimals: 3)
-        json.add("list_p99_ms", ArchiveCommand.percentile(listTimes, 0.99), decimals: 3)
-        json.add("list_max_ms", ArchiveCommand.percentile(listTimes, 1), decimals: 3)
+        json.addTimes("list", listTimes)
         json.print()
     }
 
